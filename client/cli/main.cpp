@@ -1,0 +1,391 @@
+// kcache: the command-line client of kcached (compile, fetch, lookup, stats, key, capabilities).
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "kcache/client.hpp"
+#include "wire/wire.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+namespace v1 = kcache::v1;
+
+// Exit codes, documented in --help; scripts rely on them.
+enum ExitCode : int {
+  k_exit_ok = 0,
+  k_exit_error = 1,        // anything else (internal errors, I/O)
+  k_exit_usage = 2,        // bad command line
+  k_exit_bad_input = 3,    // the daemon refused the input (INVALID_ARGUMENT, FAILED_PRECONDITION, ...)
+  k_exit_not_found = 4,    // key or image not stored
+  k_exit_unavailable = 5,  // daemon unreachable or too slow
+};
+
+constexpr const char* k_exit_help =
+    "Exit codes: 0 ok, 1 other error, 2 usage, 3 bad input (refused by kcached), 4 not found,\n"
+    "5 server unavailable. Server: --server, else $KCACHE_SERVER, else 127.0.0.1:7878.";
+
+int exit_code_for(const kcache::Error& e) {
+  switch (e.code) {
+    case kcache::ErrorCode::k_invalid_argument:
+    case kcache::ErrorCode::k_failed_precondition:
+    case kcache::ErrorCode::k_resource_exhausted:
+    case kcache::ErrorCode::k_unimplemented: return k_exit_bad_input;
+    case kcache::ErrorCode::k_not_found: return k_exit_not_found;
+    case kcache::ErrorCode::k_unavailable:
+    case kcache::ErrorCode::k_deadline_exceeded: return k_exit_unavailable;
+    default: return k_exit_error;
+  }
+}
+
+struct GlobalFlags {
+  std::string server;
+  bool json = false;
+  double timeout_s = 600;
+};
+
+// What to compile and how: the flags shared by `compile` and `key`.
+struct JobFlags {
+  std::string file;
+  std::string side = "device";
+  std::string format;
+  std::string target;
+  std::vector<std::string> archs;
+  std::vector<std::string> emit;
+  unsigned opt_level = 2;
+  bool debug = false;
+  bool lineinfo = false;
+  bool fast_math = false;
+  std::vector<std::string> entries;
+  std::string cpu;
+
+  void add_to(CLI::App& cmd) {
+    cmd.add_option("FILE", file, "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx)")->required();
+    cmd.add_option("--side", side, "device or host")->check(CLI::IsMember({"device", "host"}))->capture_default_str();
+    cmd.add_option("--format", format, "bc, ll or ptx (default: inferred from the file)")
+        ->check(CLI::IsMember({"bc", "ll", "ptx"}));
+    cmd.add_option("--target", target, "Target triple (default: the side's)");
+    cmd.add_option("--arch", archs, "GPU archs, comma-separated: sm_80,sm_90")->delimiter(',');
+    cmd.add_option("--emit", emit, "Image kinds, comma-separated: ptx,cubin (device) or obj (host)")->delimiter(',');
+    cmd.add_option("-O", opt_level, "Optimisation level 0..3")->check(CLI::Range(0u, 3u))->capture_default_str();
+    cmd.add_flag("-g,--debug", debug, "Keep full debug info");
+    cmd.add_flag("--lineinfo", lineinfo, "Keep line tables only");
+    cmd.add_flag("--fast-math", fast_math, "Allow unsafe floating-point optimisations");
+    cmd.add_option("--entry", entries, "Export this function as a kernel (repeatable)");
+    cmd.add_option("--cpu", cpu, "Host CPU (host jobs)");
+  }
+};
+
+struct OutputFlags {
+  std::string out_file;
+  std::string out_dir;
+  void add_to(CLI::App& cmd) {
+    auto* o = cmd.add_option("-o,--output", out_file, "Write the one image to FILE");
+    auto* d = cmd.add_option("--out-dir", out_dir, "Write each image to DIR/ARCH.KIND (sm_90.cubin, x86_64.o)");
+    o->excludes(d);
+  }
+  bool wants_files() const { return !out_file.empty() || !out_dir.empty(); }
+};
+
+struct Failure {
+  int code;
+  std::string message;
+};
+
+[[noreturn]] void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
+[[noreturn]] void fail(const kcache::Error& e) {
+  fail(exit_code_for(e), std::string(kcache::error_code_name(e.code)) + ": " + e.message);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(k_exit_usage, "cannot read " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::filesystem::path& path, std::string_view data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!f) fail(k_exit_error, "cannot write " + path.string());
+}
+
+v1::CompileRequest build_request(const JobFlags& flags) {
+  v1::CompileRequest request;
+  request.set_module(read_file(flags.file));
+  kcache::JobSpec spec;
+  spec.side = *kcache::parse_side(flags.side);
+  if (!flags.format.empty()) {
+    spec.format = *kcache::parse_format(flags.format);
+  } else {
+    spec.format = kcache::infer_format(request.module());
+  }
+  spec.target = flags.target;
+  spec.options.opt_level = flags.opt_level;
+  spec.options.debug_info = flags.debug;
+  spec.options.lineinfo = flags.lineinfo;
+  spec.options.fast_math = flags.fast_math;
+  spec.options.entry_points = flags.entries;
+  spec.options.cpu = flags.cpu;
+  kcache::wire::fill_request(spec, request);
+  for (const std::string& a : flags.archs) request.add_archs(a);
+  for (const std::string& e : flags.emit) {
+    auto kind = kcache::parse_kind(e);
+    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin or obj)");
+    request.add_emit(kcache::wire::to_proto(*kind));
+  }
+  return request;
+}
+
+std::string kind_text(v1::ImageKind kind) {
+  auto k = kcache::wire::from_proto(kind);
+  return k ? std::string(kcache::kind_name(*k)) : "?";
+}
+
+std::string ext_text(v1::ImageKind kind) {
+  auto k = kcache::wire::from_proto(kind);
+  return k ? std::string(kcache::kind_extension(*k)) : "bin";
+}
+
+json image_json(const v1::Image& image, const std::string& path) {
+  json j = {{"arch", image.arch()}, {"kind", kind_text(image.kind())}, {"size", image.size()},
+            {"sha256", image.sha256()}, {"path", path.empty() ? json(nullptr) : json(path)}};
+  if (image.needs_jit()) j["needs_jit"] = true;
+  if (image.kernels_size() > 0) {
+    json kernels = json::array();
+    for (const v1::KernelInfo& k : image.kernels()) {
+      kernels.push_back({{"name", k.name()}, {"registers", k.registers()}, {"shared_bytes", k.shared_bytes()},
+                         {"local_bytes", k.local_bytes()}, {"spill_stores", k.spill_stores()},
+                         {"spill_loads", k.spill_loads()}});
+    }
+    j["kernels"] = kernels;
+  }
+  return j;
+}
+
+// Writes images per the output flags; returns the path of each (empty when not written).
+std::vector<std::string> write_images(const OutputFlags& out, const std::vector<const v1::Image*>& images,
+                                      const std::vector<const std::string*>& data) {
+  std::vector<std::string> paths(images.size());
+  if (!out.out_file.empty()) {
+    if (images.size() != 1) {
+      fail(k_exit_usage, "-o writes one image but there are " + std::to_string(images.size()) + "; use --out-dir");
+    }
+    write_file(out.out_file, *data[0]);
+    paths[0] = out.out_file;
+  } else if (!out.out_dir.empty()) {
+    std::filesystem::create_directories(out.out_dir);
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      std::filesystem::path p = std::filesystem::path(out.out_dir) / (images[i]->arch() + "." + ext_text(images[i]->kind()));
+      write_file(p, *data[i]);
+      paths[i] = p.string();
+    }
+  }
+  return paths;
+}
+
+std::string outcome_text(v1::Outcome outcome) {
+  switch (outcome) {
+    case v1::OUTCOME_HIT: return "hit";
+    case v1::OUTCOME_MISS: return "miss";
+    case v1::OUTCOME_COALESCED: return "coalesced";
+    default: return "unknown";
+  }
+}
+
+void print_images(const std::string& header, const std::vector<const v1::Image*>& images,
+                  const std::vector<std::string>& paths) {
+  std::printf("%s\n", header.c_str());
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const v1::Image& im = *images[i];
+    std::printf("  %-8s %-6s %10llu B  sha256 %.16s%s%s%s\n", im.arch().c_str(), kind_text(im.kind()).c_str(),
+                static_cast<unsigned long long>(im.size()), im.sha256().c_str(), im.needs_jit() ? "  (needs JIT)" : "",
+                paths[i].empty() ? "" : "  -> ", paths[i].c_str());
+  }
+}
+
+int run_compile(kcache::Client& client, const GlobalFlags& g, const JobFlags& job, const OutputFlags& out) {
+  v1::CompileRequest request = build_request(job);
+  request.set_digests_only(!out.wants_files());
+  auto response = client.compile(request);
+  if (!response) fail(response.error());
+  std::vector<const v1::Image*> images;
+  std::vector<const std::string*> data;
+  for (const v1::Image& im : response->images()) {
+    images.push_back(&im);
+    data.push_back(&im.data());
+  }
+  auto paths = write_images(out, images, data);
+  if (g.json) {
+    json j = {{"key", response->key()}, {"outcome", outcome_text(response->outcome())}, {"images", json::array()}};
+    for (std::size_t i = 0; i < images.size(); ++i) j["images"].push_back(image_json(*images[i], paths[i]));
+    j["diagnostics"] = json(std::vector<std::string>(response->diagnostics().begin(), response->diagnostics().end()));
+    std::cout << j.dump() << '\n';
+  } else {
+    print_images(outcome_text(response->outcome()) + "  " + response->key(), images, paths);
+    for (const std::string& d : response->diagnostics()) std::fprintf(stderr, "warning: %s\n", d.c_str());
+  }
+  return k_exit_ok;
+}
+
+int run_fetch(kcache::Client& client, const GlobalFlags& g, const std::string& key, const std::string& arch,
+              const std::string& side, const std::string& kind, const OutputFlags& out) {
+  v1::FetchRequest request;
+  request.set_key(key);
+  request.set_arch(arch);
+  request.set_side(kcache::wire::to_proto(*kcache::parse_side(side)));
+  if (!kind.empty()) {
+    auto k = kcache::parse_kind(kind);
+    if (!k) fail(k_exit_usage, "--kind: unknown kind '" + kind + "' (use ptx, cubin or obj)");
+    request.set_kind(kcache::wire::to_proto(*k));
+  }
+  auto fetched = client.fetch(request);
+  if (!fetched) fail(fetched.error());
+  auto paths = write_images(out, {&fetched->image}, {&fetched->data});
+  if (g.json) {
+    json j = {{"key", key}, {"outcome", "hit"}, {"images", json::array({image_json(fetched->image, paths[0])})}};
+    std::cout << j.dump() << '\n';
+  } else {
+    print_images("hit  " + key, {&fetched->image}, paths);
+  }
+  return k_exit_ok;
+}
+
+int run_lookup(kcache::Client& client, const GlobalFlags& g, const std::vector<std::string>& keys,
+               const std::string& side) {
+  v1::LookupRequest request;
+  request.set_side(kcache::wire::to_proto(*kcache::parse_side(side)));
+  for (const std::string& k : keys) request.add_keys(k);
+  auto response = client.lookup(request);
+  if (!response) fail(response.error());
+  bool all_found = true;
+  json results = json::array();
+  for (const auto& r : response->results()) {
+    all_found = all_found && r.found();
+    json images = json::array();
+    std::string line;
+    for (const v1::Image& im : r.images()) {
+      images.push_back(image_json(im, ""));
+      line += " " + im.arch() + "." + kind_text(im.kind());
+    }
+    results.push_back({{"key", r.key()}, {"found", r.found()}, {"images", images}});
+    if (!g.json) std::printf("%s  %s%s\n", r.key().c_str(), r.found() ? "found:" : "not found", line.c_str());
+  }
+  if (g.json) std::cout << json{{"results", results}}.dump() << '\n';
+  return all_found ? k_exit_ok : k_exit_not_found;
+}
+
+int run_stats(kcache::Client& client, const GlobalFlags& g) {
+  auto s = client.stats();
+  if (!s) fail(s.error());
+  json j = {{"hits", s->hits()},       {"misses", s->misses()},   {"compiles", s->compiles()},
+            {"coalesced", s->coalesced()}, {"errors", s->errors()}, {"fetches", s->fetches()},
+            {"entries", s->entries()}, {"images", s->images()},   {"bytes", s->bytes()},
+            {"corrupt_dropped", s->corrupt_dropped()}};
+  if (g.json) {
+    std::cout << j.dump() << '\n';
+    return k_exit_ok;
+  }
+  for (auto& [name, value] : j.items()) std::printf("%-16s %s\n", name.c_str(), value.dump().c_str());
+  return k_exit_ok;
+}
+
+int run_key(kcache::Client& client, const GlobalFlags& g, const JobFlags& job) {
+  v1::CompileRequest request = build_request(job);
+  auto key = client.compute_key(request);
+  if (!key) fail(key.error());
+  if (g.json) {
+    auto caps = client.capabilities();
+    std::cout << json{{"key", key->hex()}, {"fingerprint", caps->fingerprint()}}.dump() << '\n';
+  } else {
+    std::printf("%s\n", key->hex().c_str());
+  }
+  return k_exit_ok;
+}
+
+int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
+  auto caps = client.capabilities();
+  if (!caps) fail(caps.error());
+  json j = {{"fingerprint", caps->fingerprint()},
+            {"key_format_version", caps->key_format_version()},
+            {"server_version", caps->server_version()},
+            {"llvm_version", caps->llvm_version()},
+            {"cuda_present", caps->cuda_present()},
+            {"ptxas_version", caps->ptxas_version()},
+            {"rtlib_digest", caps->rtlib_digest()},
+            {"host_triple", caps->host_triple()},
+            {"device_archs", std::vector<std::string>(caps->device_archs().begin(), caps->device_archs().end())},
+            {"cubin_archs", std::vector<std::string>(caps->cubin_archs().begin(), caps->cubin_archs().end())},
+            {"max_module_bytes", caps->limits().max_module_bytes()},
+            {"max_archs", caps->limits().max_archs()}};
+  std::cout << (g.json ? j.dump() : j.dump(2)) << '\n';
+  return k_exit_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kcache: client of the kcached GPU compile cache", "kcache"};
+  app.footer(k_exit_help);
+  app.require_subcommand(1);
+  GlobalFlags g;
+  app.add_option("--server", g.server, "kcached address HOST:PORT");
+  app.add_flag("--json", g.json, "Print one JSON object on stdout");
+  app.add_option("--timeout", g.timeout_s, "Seconds to wait for each call")->capture_default_str();
+
+  JobFlags compile_job, key_job;
+  OutputFlags compile_out, fetch_out;
+  auto* compile = app.add_subcommand("compile", "Compile a module (or get it from the cache)");
+  compile_job.add_to(*compile);
+  compile_out.add_to(*compile);
+
+  std::string fetch_key, fetch_arch, fetch_side = "device", fetch_kind;
+  auto* fetch = app.add_subcommand("fetch", "Fetch the best stored image of KEY for a device arch");
+  fetch->add_option("KEY", fetch_key, "Key (64 hex digits)")->required();
+  fetch->add_option("--arch", fetch_arch, "The device's arch (sm_90), or the host CPU arch (x86_64)")->required();
+  fetch->add_option("--side", fetch_side, "device or host")->check(CLI::IsMember({"device", "host"}));
+  fetch->add_option("--kind", fetch_kind, "Only this kind: ptx, cubin or obj");
+  fetch_out.add_to(*fetch);
+
+  std::vector<std::string> lookup_keys;
+  std::string lookup_side = "device";
+  auto* lookup = app.add_subcommand("lookup", "Say which keys are stored, and their images (exit 4 if any is not)");
+  lookup->add_option("KEY", lookup_keys, "Keys (64 hex digits)")->required();
+  lookup->add_option("--side", lookup_side, "device or host")->check(CLI::IsMember({"device", "host"}));
+
+  auto* stats = app.add_subcommand("stats", "Show the daemon's counters");
+  auto* key = app.add_subcommand("key", "Print the key of a job (asks the daemon only for its fingerprint)");
+  key_job.add_to(*key);
+  auto* caps = app.add_subcommand("capabilities", "Show the daemon's toolchain and limits");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? k_exit_ok : k_exit_usage;
+  }
+
+  kcache::ClientOptions options;
+  options.server = kcache::resolve_server(g.server);
+  options.deadline = std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000));
+  kcache::Client client(options);
+  try {
+    if (*compile) return run_compile(client, g, compile_job, compile_out);
+    if (*fetch) return run_fetch(client, g, fetch_key, fetch_arch, fetch_side, fetch_kind, fetch_out);
+    if (*lookup) return run_lookup(client, g, lookup_keys, lookup_side);
+    if (*stats) return run_stats(client, g);
+    if (*key) return run_key(client, g, key_job);
+    if (*caps) return run_capabilities(client, g);
+  } catch (const Failure& f) {
+    if (g.json) std::cout << json{{"error", f.message}, {"exit_code", f.code}}.dump() << '\n';
+    std::fprintf(stderr, "kcache: %s\n", f.message.c_str());
+    return f.code;
+  }
+  return k_exit_usage;
+}

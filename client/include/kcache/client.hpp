@@ -1,0 +1,63 @@
+// libkcache: the C++ client of kcached. Every call has a deadline and returns Expected<T>; an
+// unreachable daemon is UNAVAILABLE with a message naming its address.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kcache/expected.hpp"
+#include "kcache/key.hpp"
+#include "kcache/v1/kcache.grpc.pb.h"
+
+namespace kcache {
+
+inline constexpr std::string_view k_default_server = "127.0.0.1:7878";
+
+// The daemon address: `flag` when given, else $KCACHE_SERVER, else k_default_server.
+std::string resolve_server(std::string_view flag);
+
+struct ClientOptions {
+  std::string server;  // HOST:PORT
+  std::chrono::milliseconds deadline = std::chrono::minutes(10);  // per call; compiles can be slow
+};
+
+struct FetchedImage {
+  v1::Image image;  // metadata, needs_jit
+  std::string data;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+
+  const std::string& server() const { return m_options.server; }
+
+  // The daemon's capabilities, fetched once and cached; refresh=true asks again.
+  Expected<v1::Capabilities> capabilities(bool refresh = false);
+
+  // The key the daemon will give `request`, computed here with the daemon's toolchain
+  // fingerprint (one GetCapabilities the first time, nothing after).
+  Expected<Key> compute_key(const v1::CompileRequest& request);
+
+  Expected<v1::CompileResponse> compile(const v1::CompileRequest& request);
+  // Fetches the best image for the request's arch, reassembling the streamed chunks and
+  // checking the bytes against the digest.
+  Expected<FetchedImage> fetch(const v1::FetchRequest& request);
+  Expected<v1::LookupResponse> lookup(const v1::LookupRequest& request);
+  Expected<v1::Stats> stats();
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context() const;
+  Error error(const grpc::Status& status) const;
+
+  ClientOptions m_options;
+  std::unique_ptr<v1::KCache::Stub> m_stub;
+  std::mutex m_capabilities_mutex;  // guards m_capabilities
+  std::optional<v1::Capabilities> m_capabilities;
+};
+
+}  // namespace kcache

@@ -1,0 +1,25 @@
+# Every dependency is a Debian 12 package (deploy/install-deps.sh installs them).
+
+find_package(LLVM 22.1 REQUIRED CONFIG)  # LLVM's version file accepts only major.minor
+message(STATUS "LLVM ${LLVM_PACKAGE_VERSION} from ${LLVM_DIR}")
+
+# Debian's RocksDB config refers to a zstd::zstd target that nothing defines.
+find_package(zstd CONFIG QUIET)
+if(TARGET zstd::libzstd_shared AND NOT TARGET zstd::zstd)
+  add_library(zstd::zstd INTERFACE IMPORTED)
+  target_link_libraries(zstd::zstd INTERFACE zstd::libzstd_shared)
+endif()
+find_package(RocksDB CONFIG REQUIRED)
+
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(fmt REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(GTest REQUIRED)
+find_package(Threads REQUIRED)
+
+# The CUDA toolkit is optional: kcached finds ptxas at run time; the build only records a default.
+set(KCACHE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root searched at run time by default")

@@ -1,0 +1,74 @@
+// Expected<T>: a value or an Error (code + message), the result type of every fallible call.
+// Errors become grpc::Status only in the service layer and exit codes only in the CLI.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace kcache {
+
+// The subset of gRPC's status codes the project uses, with the same meaning and values.
+enum class ErrorCode : int {
+  k_cancelled = 1,
+  k_unknown = 2,
+  k_invalid_argument = 3,
+  k_deadline_exceeded = 4,
+  k_not_found = 5,
+  k_resource_exhausted = 8,
+  k_failed_precondition = 9,
+  k_unimplemented = 12,
+  k_internal = 13,
+  k_unavailable = 14,
+  k_unauthenticated = 16,
+};
+
+// Name of a code as gRPC spells it (INVALID_ARGUMENT, ...).
+const char* error_code_name(ErrorCode code);
+
+struct Error {
+  ErrorCode code = ErrorCode::k_internal;
+  std::string message;
+};
+
+inline Error make_error(ErrorCode code, std::string message) { return Error{code, std::move(message)}; }
+
+template <typename T>
+class [[nodiscard]] Expected {
+ public:
+  Expected(T value) : m_state(std::move(value)) {}       // NOLINT: implicit by design
+  Expected(Error error) : m_state(std::move(error)) {}   // NOLINT: implicit by design
+
+  bool ok() const { return std::holds_alternative<T>(m_state); }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & { return std::get<T>(m_state); }
+  const T& value() const& { return std::get<T>(m_state); }
+  T&& value() && { return std::get<T>(std::move(m_state)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  const Error& error() const { return std::get<Error>(m_state); }
+
+ private:
+  std::variant<T, Error> m_state;
+};
+
+template <>
+class [[nodiscard]] Expected<void> {
+ public:
+  Expected() = default;
+  Expected(Error error) : m_error(std::move(error)) {}  // NOLINT: implicit by design
+
+  bool ok() const { return !m_error.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const Error& error() const { return *m_error; }
+
+ private:
+  std::optional<Error> m_error;
+};
+
+}  // namespace kcache

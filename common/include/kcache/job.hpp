@@ -1,0 +1,89 @@
+// What a compile job is, independent of the wire: sides, input formats, image kinds, SM archs,
+// and the options that select the generated code. Shared by server and client.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/expected.hpp"
+
+namespace kcache {
+
+enum class Side : std::uint8_t { device = 1, host = 2 };
+enum class InputFormat : std::uint8_t { llvm_bitcode = 1, llvm_text = 2, ptx = 3 };
+enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3 };
+
+inline constexpr std::string_view k_device_triple = "nvptx64-nvidia-cuda";
+
+std::string_view side_name(Side side);                  // "device", "host"
+std::optional<Side> parse_side(std::string_view name);
+std::string_view format_name(InputFormat format);       // "bc", "ll", "ptx"
+std::optional<InputFormat> parse_format(std::string_view name);
+std::string_view kind_name(ImageKind kind);             // "ptx", "cubin", "obj"
+std::string_view kind_extension(ImageKind kind);        // file extension: "ptx", "cubin", "o"
+std::optional<ImageKind> parse_kind(std::string_view name);
+// The side an image kind belongs to.
+Side kind_side(ImageKind kind);
+
+// Guesses the format of module bytes: bitcode magic, PTX directives, else LLVM text IR.
+InputFormat infer_format(std::string_view bytes);
+
+// An NVIDIA SM architecture: sm_90 is {9, 0, 0}; sm_90a is {9, 0, 'a'}; sm_100f is {10, 0, 'f'}.
+struct SmArch {
+  int major = 0;
+  int minor = 0;
+  char variant = 0;  // 0, 'a' (arch-specific) or 'f' (family-specific)
+
+  std::string str() const;
+  int number() const { return major * 10 + minor; }
+  bool operator==(const SmArch&) const = default;
+};
+// Parses "sm_XY", "sm_XYZ", with an optional 'a' or 'f' suffix.
+std::optional<SmArch> parse_sm_arch(std::string_view text);
+
+// The options that change the generated code; every field is part of the key.
+struct CompileOptions {
+  std::uint32_t opt_level = 2;
+  bool debug_info = false;
+  bool lineinfo = false;
+  bool fast_math = false;
+  std::vector<std::string> entry_points;
+  std::string cpu;  // host only
+};
+
+// A job without its module bytes and without the archs/kinds it asks for (those name images
+// under the key, not the key).
+struct JobSpec {
+  Side side = Side::device;
+  InputFormat format = InputFormat::llvm_text;
+  std::string target;  // target triple; empty means the side's default
+  CompileOptions options;
+};
+
+// The (arch, kind) pairs a request asks for, one image each.
+struct ImageRequest {
+  std::string arch;
+  ImageKind kind = ImageKind::ptx;
+  bool operator==(const ImageRequest&) const = default;
+};
+
+// Checks what can be checked without a toolchain: option ranges, kinds against the side,
+// arch syntax, the arch count. On success the spec is canonical (sorted entry points, default
+// target filled in, lineinfo folded into debug_info), so equal jobs give equal keys.
+Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple);
+
+// The images a job asks for, in order: every arch x every kind for the device (kinds default to
+// PTX); one object for the host (arch = the triple's CPU architecture). `spec` must be canonical.
+Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::vector<std::string>& archs,
+                                                const std::vector<ImageKind>& kinds);
+
+// The CPU architecture name of a triple ("x86_64-pc-linux-gnu" -> "x86_64"): a host image's arch.
+std::string triple_arch(std::string_view triple);
+
+// Parses a byte count: plain digits or with a K, M, G or T suffix (powers of 1024).
+std::optional<std::uint64_t> parse_size(std::string_view text);
+
+}  // namespace kcache

@@ -1,0 +1,29 @@
+// Choosing the image of a key that a device can load, with CUDA's compatibility rules. Shared by
+// the server's Fetch and by clients that pick from a Lookup.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kcache/job.hpp"
+
+namespace kcache {
+
+struct Selection {
+  std::size_t index = 0;   // into the candidates
+  bool needs_jit = false;  // PTX: the driver compiles it for the device at load time
+};
+
+// Picks among `candidates` for a device of arch `device`:
+//   1. a cubin for exactly that arch (then an arch-specific sm_XYa/f cubin of the same X.Y);
+//   2. else a cubin of the same major and a lower minor, the highest such; never a variant;
+//   3. else the PTX of the highest arch not above the device (variants only for the same X.Y),
+//      marked needs_jit;
+//   4. else nullopt.
+// `only_kind` restricts the choice to one kind.
+std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
+                                      std::optional<ImageKind> only_kind = std::nullopt);
+
+}  // namespace kcache

@@ -1,0 +1,69 @@
+#include "kcache/key.hpp"
+
+#include <array>
+
+namespace kcache {
+namespace {
+
+// Tags of the key encoding; KEY_FORMAT.md lists them. Never reuse or renumber a tag.
+enum Tag : std::uint8_t {
+  k_tag_version = 1,
+  k_tag_fingerprint = 2,
+  k_tag_side = 3,
+  k_tag_format = 4,
+  k_tag_target = 5,
+  k_tag_cpu = 6,
+  k_tag_opt_level = 7,
+  k_tag_flags = 8,
+  k_tag_entry_point = 9,
+  k_tag_module = 10,
+};
+
+// Each field is tag (1 byte) | length (8 bytes, little endian) | bytes: no two different jobs
+// can encode to the same byte string.
+void hash_field(Sha256& h, Tag tag, std::string_view value) {
+  std::array<char, 9> head{};
+  head[0] = static_cast<char>(tag);
+  std::uint64_t len = value.size();
+  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  h.update({head.data(), head.size()});
+  h.update(value);
+}
+
+void hash_byte(Sha256& h, Tag tag, std::uint8_t value) {
+  char c = static_cast<char>(value);
+  hash_field(h, tag, {&c, 1});
+}
+
+}  // namespace
+
+Expected<Key> parse_key(std::string_view hex) {
+  auto digest = digest_from_hex(hex);
+  if (!digest) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "'" + std::string(hex.substr(0, 80)) + "' is not a key: expected 64 hex digits");
+  }
+  return Key{*digest};
+}
+
+Key compute_key(const JobSpec& spec, std::string_view module, const Digest& fingerprint) {
+  Sha256 h;
+  h.update("kcache-key");
+  std::array<char, 4> version{};
+  for (int i = 0; i < 4; ++i) version[i] = static_cast<char>((k_key_format_version >> (8 * i)) & 0xff);
+  hash_field(h, k_tag_version, {version.data(), version.size()});
+  hash_field(h, k_tag_fingerprint, as_bytes(fingerprint));
+  hash_byte(h, k_tag_side, static_cast<std::uint8_t>(spec.side));
+  hash_byte(h, k_tag_format, static_cast<std::uint8_t>(spec.format));
+  hash_field(h, k_tag_target, spec.target);
+  hash_field(h, k_tag_cpu, spec.options.cpu);
+  hash_byte(h, k_tag_opt_level, static_cast<std::uint8_t>(spec.options.opt_level));
+  std::uint8_t flags = (spec.options.debug_info ? 1 : 0) | (spec.options.lineinfo ? 2 : 0) |
+                       (spec.options.fast_math ? 4 : 0);
+  hash_byte(h, k_tag_flags, flags);
+  for (const std::string& name : spec.options.entry_points) hash_field(h, k_tag_entry_point, name);
+  hash_field(h, k_tag_module, as_bytes(sha256(module)));
+  return Key{h.finish()};
+}
+
+}  // namespace kcache

@@ -1,0 +1,45 @@
+#include "kcache/select.hpp"
+
+namespace kcache {
+namespace {
+
+struct Best {
+  std::optional<std::size_t> index;
+  int rank = -1;
+  void offer(std::size_t i, int r) {
+    if (r > rank) {
+      rank = r;
+      index = i;
+    }
+  }
+};
+
+bool same_version(const SmArch& a, const SmArch& b) { return a.major == b.major && a.minor == b.minor; }
+
+}  // namespace
+
+std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
+                                      std::optional<ImageKind> only_kind) {
+  Best exact_cubin, compatible_cubin, ptx;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const ImageRequest& c = candidates[i];
+    if (only_kind && c.kind != *only_kind) continue;
+    auto arch = parse_sm_arch(c.arch);
+    if (!arch) continue;
+    if (c.kind == ImageKind::cubin) {
+      if (*arch == device) exact_cubin.offer(i, 2);
+      else if (same_version(*arch, device)) exact_cubin.offer(i, arch->variant == 'a' ? 1 : 0);
+      else if (arch->variant == 0 && arch->major == device.major && arch->minor < device.minor)
+        compatible_cubin.offer(i, arch->minor);
+    } else if (c.kind == ImageKind::ptx) {
+      bool usable = arch->variant == 0 ? arch->number() <= device.number() : same_version(*arch, device);
+      if (usable) ptx.offer(i, arch->number() * 2 + (*arch == device ? 1 : 0));
+    }
+  }
+  if (exact_cubin.index) return Selection{*exact_cubin.index, false};
+  if (compatible_cubin.index) return Selection{*compatible_cubin.index, false};
+  if (ptx.index) return Selection{*ptx.index, true};
+  return std::nullopt;
+}
+
+}  // namespace kcache

@@ -1,0 +1,42 @@
+#include "kcache/rtlib.hpp"
+
+#include <array>
+
+#include "kcache/sha256.hpp"
+
+namespace kcache::rtlib {
+namespace {
+
+constexpr std::array k_functions = {
+#define KCACHE_RUNTIME_FUNCTION(name, signature, meaning) RuntimeFunction{#name, signature, meaning},
+#include "manifest.def"
+#undef KCACHE_RUNTIME_FUNCTION
+};
+
+}  // namespace
+
+std::span<const RuntimeFunction> runtime_functions() { return k_functions; }
+
+const std::string& rtlib_digest() {
+  static const std::string digest = [] {
+    Sha256 h;
+    for (const RuntimeFunction& f : k_functions) {
+      for (std::string_view part : {f.name, f.signature, f.meaning}) {
+        h.update(part);
+        h.update(std::string_view("\0", 1));
+      }
+    }
+    return to_hex(h.finish());
+  }();
+  return digest;
+}
+
+bool is_device_only_symbol(std::string_view name) {
+  if (name.starts_with("gpu_") || name.starts_with("llvm.nvvm.") || name.starts_with("llvm.amdgcn.")) return true;
+  for (const RuntimeFunction& f : k_functions) {
+    if (f.name == name) return true;
+  }
+  return false;
+}
+
+}  // namespace kcache::rtlib

@@ -1,0 +1,50 @@
+#include "compile/compiler.hpp"
+
+#include <algorithm>
+
+#include "compile/device_pipeline.hpp"
+
+namespace kcache::server {
+namespace {
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+}  // namespace
+
+Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<ImageRequest>& images) const {
+  if (spec.side == Side::host) {
+    return make_error(ErrorCode::k_unimplemented,
+                      "host compiles are not served yet: they arrive together with the host guard that keeps "
+                      "device-only gpu_* symbols out of host entries");
+  }
+  for (const ImageRequest& want : images) {
+    if (!contains(m_toolchain.device_archs, want.arch)) {
+      return make_error(ErrorCode::k_invalid_argument, "unknown arch '" + want.arch + "': LLVM " +
+                                                           m_toolchain.llvm_version + " compiles for " +
+                                                           m_toolchain.device_archs.front() + " to " +
+                                                           m_toolchain.device_archs.back() +
+                                                           " (kcache capabilities lists them)");
+    }
+    if (want.kind != ImageKind::cubin) continue;
+    if (!m_toolchain.cuda_present) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "cubin is unavailable: no CUDA toolkit (ptxas) under " + m_toolchain.cuda_root.string() +
+                            "; ask for ptx, or start kcached with --cuda-root pointing at a toolkit");
+    }
+    if (!contains(m_toolchain.cubin_archs, want.arch)) {
+      return make_error(ErrorCode::k_invalid_argument, "ptxas (" + m_toolchain.ptxas_version +
+                                                           ") cannot make a cubin for " + want.arch +
+                                                           "; ask for ptx for this arch instead");
+    }
+  }
+  return {};
+}
+
+Expected<CompileOutput> Compiler::compile(const CompileJob& job) const {
+  if (auto supported = check_supported(job.spec, job.images); !supported) return supported.error();
+  return compile_device(m_toolchain, job);
+}
+
+}  // namespace kcache::server

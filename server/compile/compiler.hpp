@@ -1,0 +1,43 @@
+// The compile pipelines. Only this folder includes LLVM. A Compiler is immutable after
+// construction and thread-safe: every compile makes its own LLVMContext and TargetMachine.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compile/toolchain.hpp"
+#include "image.hpp"
+#include "kcache/expected.hpp"
+#include "kcache/job.hpp"
+
+namespace kcache::server {
+
+struct CompileJob {
+  JobSpec spec;                      // canonical
+  std::string_view module;
+  std::vector<ImageRequest> images;  // what to produce, in order
+};
+
+struct CompileOutput {
+  std::vector<Image> images;             // one per CompileJob::images, same order
+  std::vector<std::string> diagnostics;  // warnings from LLVM and ptxas, verbatim
+};
+
+class Compiler {
+ public:
+  explicit Compiler(Toolchain toolchain) : m_toolchain(std::move(toolchain)) {}
+
+  const Toolchain& toolchain() const { return m_toolchain; }
+
+  // Refuses, before any work, images this toolchain cannot make: archs LLVM does not know,
+  // cubin without ptxas or for an arch ptxas does not take, host jobs (not yet served).
+  Expected<void> check_supported(const JobSpec& spec, const std::vector<ImageRequest>& images) const;
+
+  Expected<CompileOutput> compile(const CompileJob& job) const;
+
+ private:
+  Toolchain m_toolchain;
+};
+
+}  // namespace kcache::server

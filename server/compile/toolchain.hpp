@@ -1,0 +1,35 @@
+// What this daemon compiles with, detected once at start-up, and its fingerprint: the hash that
+// enters every key, so a toolchain change never serves an image another toolchain made.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kcache/sha256.hpp"
+
+namespace kcache::server {
+
+// Bumped whenever the pipelines change what they emit for the same input.
+inline constexpr int k_pipeline_version = 1;
+
+struct Toolchain {
+  std::string llvm_version;
+  std::string host_triple;
+  std::string rtlib_digest;
+  std::vector<std::string> device_archs;  // sm_XX the linked LLVM's NVPTX backend knows (sm_52 up)
+
+  bool cuda_present = false;              // ptxas found and runs
+  std::filesystem::path cuda_root;
+  std::filesystem::path ptxas;
+  std::string ptxas_version;              // the version line ptxas prints
+  std::vector<std::string> cubin_archs;   // sm_XX ptxas accepts
+
+  Digest fingerprint{};
+};
+
+// Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
+// fingerprint. Initialises LLVM's targets; call once per process.
+Toolchain detect_toolchain(const std::filesystem::path& cuda_root);
+
+}  // namespace kcache::server

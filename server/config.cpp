@@ -1,0 +1,59 @@
+#include "config.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <thread>
+
+#include "kcache/job.hpp"
+
+namespace kcache::server {
+namespace {
+
+// Accepts plain bytes or a K/M/G/T suffix (powers of 1024).
+std::string parse_size_option(const std::string& text, std::uint64_t& out) {
+  auto value = parse_size(text);
+  if (!value) return "'" + text + "' is not a size: use bytes, or a number with K, M, G or T";
+  out = *value;
+  return {};
+}
+
+}  // namespace
+
+ParsedConfig parse_config(int argc, char** argv) {
+  Config c;
+  CLI::App app{"kcached: the kcache compile cache daemon (gRPC, RocksDB)", "kcached"};
+  app.set_config("--config", "", "Read options from this TOML file (keys are the long flag names)");
+  app.add_option("--listen", c.listen, "Address to listen on, HOST:PORT (port 0 picks a free port)")
+      ->capture_default_str();
+  app.add_option("--db", c.db, "Folder holding the RocksDB database")->capture_default_str();
+  std::string max_size = "10G", max_module = "64M";
+  app.add_option("--max-size", max_size, "Most image bytes kept (bytes, or with K/M/G/T)")->capture_default_str();
+  app.add_option("--workers", c.workers, "Compile threads (0: one per core)")->capture_default_str();
+  app.add_option("--queue-depth", c.queue_depth, "Compile jobs waiting before RESOURCE_EXHAUSTED (0: 4 per worker)")
+      ->capture_default_str();
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+  app.add_option("--max-module-size", max_module, "Largest module accepted (bytes, or with K/M/G)")
+      ->capture_default_str();
+  app.add_option("--max-archs", c.max_archs, "Most archs one job may name")->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_option("--cuda-root", c.cuda_root, "CUDA toolkit for cubin (ptxas); absent: PTX only")
+      ->capture_default_str();
+  app.add_option("--port-file", c.port_file, "Write the bound port to this file once listening");
+  try {
+    app.parse(argc, argv);
+    if (auto e = parse_size_option(max_size, c.max_size); !e.empty()) throw CLI::ValidationError("--max-size", e);
+    if (auto e = parse_size_option(max_module, c.max_module_size); !e.empty()) {
+      throw CLI::ValidationError("--max-module-size", e);
+    }
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (c.workers == 0) c.workers = std::max(1u, std::thread::hardware_concurrency());
+  if (c.queue_depth == 0) c.queue_depth = 4 * c.workers;
+  return {c, 0};
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,32 @@
+// kcached's configuration: command-line flags, optionally read from a config file (--config).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace kcache::server {
+
+struct Config {
+  std::string listen = "127.0.0.1:7878";
+  std::filesystem::path db = "var/kcache";
+  std::uint64_t max_size = 10ULL << 30;  // bytes of images kept
+  std::size_t workers = 0;               // 0: one per core
+  std::size_t queue_depth = 0;           // 0: 4 per worker
+  std::string log_level = "info";
+  std::uint64_t max_module_size = 64ULL << 20;
+  std::uint32_t max_archs = 16;
+  std::filesystem::path cuda_root = "/usr/local/cuda";
+  std::filesystem::path port_file;       // written once listening: the bound port
+};
+
+// Parses argv. On --help or a usage error it prints to stdout/stderr and returns the exit code
+// to leave with; otherwise the configuration.
+struct ParsedConfig {
+  std::optional<Config> config;
+  int exit_code = 0;
+};
+ParsedConfig parse_config(int argc, char** argv);
+
+}  // namespace kcache::server

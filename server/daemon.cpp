@@ -1,0 +1,74 @@
+#include "daemon.hpp"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "compile/compiler.hpp"
+#include "service/service.hpp"
+#include "store/store.hpp"
+#include "worker_pool.hpp"
+
+namespace kcache::server {
+namespace {
+
+constexpr auto k_shutdown_grace = std::chrono::seconds(30);
+
+}  // namespace
+
+Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  auto store = Store::open(StoreOptions{config.db});
+  if (!store) return store.error();
+  d->m_store = std::move(*store);
+
+  d->m_compiler = std::make_unique<Compiler>(detect_toolchain(config.cuda_root));
+  const Toolchain& t = d->m_compiler->toolchain();
+  spdlog::info("toolchain: LLVM {}, {} device archs ({}..{}), CUDA {}, fingerprint {:.16}", t.llvm_version,
+               t.device_archs.size(), t.device_archs.empty() ? "-" : t.device_archs.front(),
+               t.device_archs.empty() ? "-" : t.device_archs.back(),
+               t.cuda_present ? t.ptxas_version : "absent (PTX only)", to_hex(t.fingerprint));
+
+  d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
+  ServiceLimits limits;
+  limits.max_module_bytes = config.max_module_size;
+  limits.max_archs = config.max_archs;
+  limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
+  d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &d->m_port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX)));
+  builder.RegisterService(d->m_service.get());
+  d->m_server = builder.BuildAndStart();
+  if (!d->m_server || d->m_port == 0) {
+    return make_error(ErrorCode::k_unavailable,
+                      "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
+  }
+  spdlog::info("serving {} (port {}), db {}, {} workers, queue {}", config.listen, d->m_port, config.db.string(),
+               config.workers, config.queue_depth);
+  return d;
+}
+
+Daemon::~Daemon() { shutdown(); }
+
+void Daemon::shutdown() {
+  if (m_stopped) return;
+  m_stopped = true;
+  if (m_server) {
+    m_server->Shutdown(std::chrono::system_clock::now() + k_shutdown_grace);
+    m_server->Wait();
+  }
+  if (m_pool) m_pool->shutdown();
+  if (m_store) {
+    if (auto flushed = m_store->flush(); !flushed) spdlog::error("{}", flushed.error().message);
+  }
+}
+
+}  // namespace kcache::server

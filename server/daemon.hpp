@@ -1,0 +1,47 @@
+// The running daemon: owns the store, the compiler, the worker pool, the service and the gRPC
+// server, and takes them down in the right order.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config.hpp"
+#include "kcache/expected.hpp"
+
+namespace grpc {
+class Server;
+}
+
+namespace kcache::server {
+
+class Store;
+class Compiler;
+class WorkerPool;
+class KCacheService;
+
+class Daemon {
+ public:
+  // Opens the store, detects the toolchain and starts serving; port 0 in the listen address
+  // becomes the bound port (port()).
+  static Expected<std::unique_ptr<Daemon>> start(const Config& config);
+  ~Daemon();
+
+  int port() const { return m_port; }
+
+  // Stops accepting, lets in-flight calls finish (up to a grace period), drains the worker
+  // pool and flushes the store. Idempotent.
+  void shutdown();
+
+ private:
+  Daemon() = default;
+
+  std::unique_ptr<Store> m_store;
+  std::unique_ptr<Compiler> m_compiler;
+  std::unique_ptr<WorkerPool> m_pool;
+  std::unique_ptr<KCacheService> m_service;
+  std::unique_ptr<grpc::Server> m_server;
+  int m_port = 0;
+  bool m_stopped = false;
+};
+
+}  // namespace kcache::server

@@ -1,0 +1,65 @@
+// kcached: parse flags, start the daemon, serve until SIGTERM or SIGINT, shut down cleanly.
+#include <signal.h>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "config.hpp"
+#include "daemon.hpp"
+
+namespace {
+
+// Writes the port atomically (temp file + rename), so a reader never sees a partial number.
+bool write_port_file(const std::filesystem::path& path, int port) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << port << '\n';
+    if (!f) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return !ec;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto parsed = kcache::server::parse_config(argc, argv);
+  if (!parsed.config) return parsed.exit_code;
+  const kcache::server::Config& config = *parsed.config;
+
+  auto logger = spdlog::stderr_color_mt("kcached");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  // Signals are taken synchronously by this thread only; every thread started later inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto daemon = kcache::server::Daemon::start(config);
+  if (!daemon) {
+    spdlog::critical("{}", daemon.error().message);
+    return 1;
+  }
+  if (!config.port_file.empty() && !write_port_file(config.port_file, (*daemon)->port())) {
+    spdlog::critical("cannot write the port file {}", config.port_file.string());
+    return 1;
+  }
+  std::printf("kcached listening on port %d\n", (*daemon)->port());
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  spdlog::info("{} received: finishing in-flight jobs", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*daemon)->shutdown();
+  spdlog::info("stopped cleanly");
+  return 0;
+}

@@ -1,0 +1,281 @@
+#include "service/service.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "kcache/key.hpp"
+#include "kcache/select.hpp"
+#include "wire/wire.hpp"
+
+namespace kcache::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void to_proto(const ImageMeta& meta, v1::Image& out) {
+  out.set_kind(wire::to_proto(meta.kind));
+  out.set_arch(meta.arch);
+  out.set_size(meta.size);
+  out.set_sha256(to_hex(meta.sha256));
+  for (const KernelInfo& k : meta.kernels) {
+    v1::KernelInfo* info = out.add_kernels();
+    info->set_name(k.name);
+    info->set_registers(k.registers);
+    info->set_shared_bytes(k.shared_bytes);
+    info->set_local_bytes(k.local_bytes);
+    info->set_spill_stores(k.spill_stores);
+    info->set_spill_loads(k.spill_loads);
+  }
+}
+
+std::string image_list(const std::vector<ImageMeta>& metas) {
+  std::string out;
+  for (const ImageMeta& m : metas) {
+    if (!out.empty()) out += ", ";
+    out += m.arch + "." + std::string(kind_name(m.kind));
+  }
+  return out;
+}
+
+std::string arch_list(const std::vector<ImageRequest>& images) {
+  std::string out;
+  for (const ImageRequest& r : images) {
+    if (out.find(r.arch) != std::string::npos) continue;
+    if (!out.empty()) out += ",";
+    out += r.arch;
+  }
+  return out;
+}
+
+const char* outcome_name(v1::Outcome outcome) {
+  switch (outcome) {
+    case v1::OUTCOME_HIT: return "hit";
+    case v1::OUTCOME_MISS: return "miss";
+    case v1::OUTCOME_COALESCED: return "coalesced";
+    default: return "?";
+  }
+}
+
+bool has_image(const std::vector<ImageMeta>& metas, const ImageRequest& want) {
+  return std::any_of(metas.begin(), metas.end(), [&](const ImageMeta& m) { return m.id() == want; });
+}
+
+}  // namespace
+
+Expected<CompileOutput> KCacheService::run_on_pool(const CompileJob& job) {
+  std::promise<Expected<CompileOutput>> done;
+  auto result = done.get_future();
+  auto queued = m_pool.submit([&] { done.set_value(m_compiler.compile(job)); });
+  if (!queued) return queued.error();
+  return result.get();
+}
+
+Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, v1::CompileResponse& response,
+                                             std::string& key_hex, bool retried) {
+  const Toolchain& toolchain = m_compiler.toolchain();
+  if (request.module().size() > m_limits.max_module_bytes) {
+    return make_error(ErrorCode::k_resource_exhausted,
+                      "the module is " + std::to_string(request.module().size()) + " bytes; this kcached accepts " +
+                          std::to_string(m_limits.max_module_bytes) + " at most (--max-module-size)");
+  }
+  if (static_cast<std::uint32_t>(request.archs_size()) > m_limits.max_archs) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "the job names " + std::to_string(request.archs_size()) + " archs; this kcached accepts " +
+                          std::to_string(m_limits.max_archs) + " per job (--max-archs): split it");
+  }
+  auto spec = wire::job_spec(request, toolchain.host_triple);
+  if (!spec) return spec.error();
+  auto images = wire::image_requests(request, *spec);
+  if (!images) return images.error();
+  if (auto supported = m_compiler.check_supported(*spec, *images); !supported) return supported.error();
+
+  Key key = compute_key(*spec, request.module(), toolchain.fingerprint);
+  key_hex = key.hex();
+  response.set_key(key_hex);
+
+  auto stored = m_store.list(spec->side, key);
+  if (!stored) return stored.error();
+  std::vector<ImageRequest> missing;
+  for (const ImageRequest& want : *images) {
+    if (!has_image(*stored, want)) missing.push_back(want);
+  }
+
+  std::vector<Image> compiled;
+  if (!missing.empty()) {
+    auto output = run_on_pool(CompileJob{*spec, request.module(), missing});
+    if (!output) return output.error();
+    m_counters.compiles += output->images.size();
+    EntryRecord record{spec->format, spec->target,
+                       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                      std::chrono::system_clock::now().time_since_epoch())
+                                                      .count())};
+    if (auto put = m_store.put(spec->side, key, record, output->images); !put) return put.error();
+    for (std::string& d : output->diagnostics) response.add_diagnostics(std::move(d));
+    compiled = std::move(output->images);
+  }
+
+  for (const ImageRequest& want : *images) {
+    v1::Image* out = response.add_images();
+    auto fresh = std::find_if(compiled.begin(), compiled.end(), [&](const Image& i) { return i.meta.id() == want; });
+    if (fresh != compiled.end()) {
+      to_proto(fresh->meta, *out);
+      if (!request.digests_only()) out->set_data(std::move(fresh->data));
+      continue;
+    }
+    auto image = m_store.get(spec->side, key, want);
+    if (!image) {
+      // Dropped as corrupt between the listing and now: compile it again, once.
+      if (image.error().code != ErrorCode::k_not_found || retried) return image.error();
+      response.Clear();
+      return compile(request, response, key_hex, true);
+    }
+    to_proto(image->meta, *out);
+    if (!request.digests_only()) out->set_data(std::move(image->data));
+  }
+  return missing.empty() ? v1::OUTCOME_HIT : v1::OUTCOME_MISS;
+}
+
+grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileRequest* request,
+                                    v1::CompileResponse* response) {
+  auto start = Clock::now();
+  std::string key_hex;
+  auto outcome = compile(*request, *response, key_hex);
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  std::string archs;
+  for (const std::string& a : request->archs()) archs += (archs.empty() ? "" : ",") + a;
+  const char* side = wire::from_proto(request->side()) == Side::host ? "host" : "device";
+  if (!outcome) {
+    ++m_counters.errors;
+    spdlog::warn("compile key={:.12} side={} archs={} outcome=error ms={:.1f} code={} error={}",
+                 key_hex.empty() ? "-" : key_hex, side, archs.empty() ? "-" : archs, ms,
+                 error_code_name(outcome.error().code), outcome.error().message);
+    return wire::to_status(outcome.error());
+  }
+  response->set_outcome(*outcome);
+  ++(*outcome == v1::OUTCOME_HIT ? m_counters.hits : m_counters.misses);
+  spdlog::info("compile key={:.12} side={} archs={} outcome={} ms={:.1f}", key_hex, side,
+               archs.empty() ? "-" : archs, outcome_name(*outcome), ms);
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchRequest* request,
+                                  grpc::ServerWriter<v1::FetchResponse>* writer) {
+  ++m_counters.fetches;
+  auto fail = [&](Error error) {
+    ++m_counters.errors;
+    spdlog::warn("fetch key={:.12} arch={} code={} error={}", request->key(), request->arch(),
+                 error_code_name(error.code), error.message);
+    return wire::to_status(error);
+  };
+  auto key = parse_key(request->key());
+  if (!key) return fail(key.error());
+  Side side = wire::from_proto(request->side());
+  std::optional<ImageKind> kind = wire::from_proto(request->kind());
+  auto metas = m_store.list(side, *key);
+  if (!metas) return fail(metas.error());
+  if (metas->empty()) {
+    return fail(make_error(ErrorCode::k_not_found,
+                           "key " + key->hex() + " is not stored on the " + std::string(side_name(side)) + " side"));
+  }
+  std::vector<ImageRequest> candidates;
+  for (const ImageMeta& m : *metas) candidates.push_back(m.id());
+
+  std::optional<Selection> chosen;
+  if (side == Side::device) {
+    auto device = parse_sm_arch(request->arch());
+    if (!device) {
+      return fail(make_error(ErrorCode::k_invalid_argument,
+                             "'" + request->arch() + "' is not a GPU arch: name the device's, e.g. sm_90"));
+    }
+    chosen = select_image(candidates, *device, kind);
+  } else {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (candidates[i].arch == request->arch() || request->arch().empty()) chosen = Selection{i, false};
+    }
+  }
+  if (!chosen) {
+    return fail(make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " +
+                                                       request->arch() + "; it has " + image_list(*metas)));
+  }
+  auto image = m_store.get(side, *key, candidates[chosen->index]);
+  if (!image) return fail(image.error());
+
+  v1::FetchResponse message;
+  to_proto(image->meta, *message.mutable_image());
+  message.mutable_image()->set_needs_jit(chosen->needs_jit);
+  std::string_view data = image->data;
+  std::size_t offset = 0;
+  do {
+    std::size_t n = std::min(m_limits.fetch_chunk_bytes, data.size() - offset);
+    message.set_chunk(data.data() + offset, n);
+    offset += n;
+    if (!writer->Write(message)) {
+      return fail(make_error(ErrorCode::k_cancelled, "the client went away during the fetch"));
+    }
+    message.clear_image();
+  } while (offset < data.size() && !context->IsCancelled());
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+                                   v1::LookupResponse* response) {
+  if (static_cast<std::uint32_t>(request->keys_size()) > m_limits.max_lookup_keys) {
+    return wire::to_status(make_error(ErrorCode::k_invalid_argument,
+                                      "a lookup names at most " + std::to_string(m_limits.max_lookup_keys) +
+                                          " keys; this one names " + std::to_string(request->keys_size())));
+  }
+  Side side = wire::from_proto(request->side());
+  for (const std::string& hex : request->keys()) {
+    auto key = parse_key(hex);
+    if (!key) return wire::to_status(key.error());
+    auto metas = m_store.list(side, *key);
+    if (!metas) return wire::to_status(metas.error());
+    v1::LookupResponse::Result* result = response->add_results();
+    result->set_key(key->hex());
+    result->set_found(!metas->empty());
+    for (const ImageMeta& m : *metas) to_proto(m, *result->add_images());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetCapabilitiesRequest*,
+                                            v1::Capabilities* response) {
+  const Toolchain& t = m_compiler.toolchain();
+  response->set_fingerprint(to_hex(t.fingerprint));
+  response->set_key_format_version(k_key_format_version);
+  response->set_llvm_version(t.llvm_version);
+  response->set_cuda_present(t.cuda_present);
+  response->set_cuda_root(t.cuda_root.string());
+  response->set_ptxas_version(t.ptxas_version);
+  response->set_rtlib_digest(t.rtlib_digest);
+  for (const std::string& a : t.device_archs) response->add_device_archs(a);
+  for (const std::string& a : t.cubin_archs) response->add_cubin_archs(a);
+  response->add_device_kinds(v1::KIND_PTX);
+  if (t.cuda_present) response->add_device_kinds(v1::KIND_CUBIN);
+  response->set_host_triple(t.host_triple);
+  response->mutable_limits()->set_max_module_bytes(m_limits.max_module_bytes);
+  response->mutable_limits()->set_max_archs(m_limits.max_archs);
+  response->mutable_limits()->set_max_message_bytes(m_limits.max_message_bytes);
+  response->set_server_version(KCACHE_VERSION);
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*, v1::Stats* response) {
+  StoreStats s = m_store.stats();
+  response->set_hits(m_counters.hits);
+  response->set_misses(m_counters.misses);
+  response->set_compiles(m_counters.compiles);
+  response->set_coalesced(m_counters.coalesced);
+  response->set_errors(m_counters.errors);
+  response->set_fetches(m_counters.fetches);
+  response->set_entries(s.entries);
+  response->set_images(s.images);
+  response->set_bytes(s.bytes);
+  response->set_corrupt_dropped(s.corrupt_dropped);
+  return grpc::Status::OK;
+}
+
+}  // namespace kcache::server

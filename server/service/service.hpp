@@ -1,0 +1,59 @@
+// The kcache.v1.KCache gRPC service: validates requests, answers hits from the store, queues
+// misses on the worker pool, and maps every failure to a grpc::Status. Holds references only;
+// the Daemon owns what they point to.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "compile/compiler.hpp"
+#include "kcache/v1/kcache.grpc.pb.h"
+#include "store/store.hpp"
+#include "worker_pool.hpp"
+
+namespace kcache::server {
+
+struct ServiceLimits {
+  std::uint64_t max_module_bytes = 64ULL << 20;
+  std::uint32_t max_archs = 16;
+  std::uint64_t max_message_bytes = (64ULL << 20) + (1ULL << 20);
+  std::uint32_t max_lookup_keys = 10000;
+  std::size_t fetch_chunk_bytes = 1ULL << 20;
+};
+
+// Request counters for GetStats (the store keeps its own usage numbers).
+struct ServiceCounters {
+  std::atomic<std::uint64_t> hits{0}, misses{0}, compiles{0}, coalesced{0}, errors{0}, fetches{0};
+};
+
+class KCacheService final : public v1::KCache::Service {
+ public:
+  KCacheService(Store& store, const Compiler& compiler, WorkerPool& pool, ServiceLimits limits)
+      : m_store(store), m_compiler(compiler), m_pool(pool), m_limits(limits) {}
+
+  grpc::Status Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
+                       v1::CompileResponse* response) override;
+  grpc::Status Fetch(grpc::ServerContext* context, const v1::FetchRequest* request,
+                     grpc::ServerWriter<v1::FetchResponse>* writer) override;
+  grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
+                      v1::LookupResponse* response) override;
+  grpc::Status GetCapabilities(grpc::ServerContext* context, const v1::GetCapabilitiesRequest* request,
+                               v1::Capabilities* response) override;
+  grpc::Status GetStats(grpc::ServerContext* context, const v1::GetStatsRequest* request,
+                        v1::Stats* response) override;
+
+ private:
+  // The body of Compile; returns the outcome or the error, which Compile counts and logs.
+  Expected<v1::Outcome> compile(const v1::CompileRequest& request, v1::CompileResponse& response,
+                                std::string& key_hex, bool retried = false);
+  // Runs a compile on the pool and waits for it.
+  Expected<CompileOutput> run_on_pool(const CompileJob& job);
+
+  Store& m_store;
+  const Compiler& m_compiler;
+  WorkerPool& m_pool;
+  const ServiceLimits m_limits;
+  ServiceCounters m_counters;
+};
+
+}  // namespace kcache::server

@@ -1,0 +1,58 @@
+#include "worker_pool.hpp"
+
+#include <string>
+
+namespace kcache::server {
+
+WorkerPool::WorkerPool(std::size_t workers, std::size_t queue_capacity) : m_capacity(queue_capacity) {
+  for (std::size_t i = 0; i < workers; ++i) m_threads.emplace_back([this] { run(); });
+}
+
+WorkerPool::~WorkerPool() { shutdown(); }
+
+Expected<void> WorkerPool::submit(std::function<void()> job) {
+  {
+    std::lock_guard lock(m_queue_mutex);
+    if (m_stopping) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry on another server");
+    if (m_queue.size() >= m_capacity) {
+      return make_error(ErrorCode::k_resource_exhausted,
+                        "the compile queue is full (" + std::to_string(m_capacity) +
+                            " jobs waiting); retry after a short backoff");
+    }
+    m_queue.push_back(std::move(job));
+  }
+  m_queue_changed.notify_one();
+  return {};
+}
+
+void WorkerPool::shutdown() {
+  {
+    std::lock_guard lock(m_queue_mutex);
+    m_stopping = true;
+  }
+  m_queue_changed.notify_all();
+  for (std::thread& t : m_threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+std::size_t WorkerPool::queue_depth() const {
+  std::lock_guard lock(m_queue_mutex);
+  return m_queue.size();
+}
+
+void WorkerPool::run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock lock(m_queue_mutex);
+      m_queue_changed.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
+      if (m_queue.empty()) return;  // stopping and drained
+      job = std::move(m_queue.front());
+      m_queue.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,45 @@
+// A fixed set of compile threads behind a bounded queue. gRPC threads never compile: they queue
+// a job here and wait for it. A full queue is refused at once (RESOURCE_EXHAUSTED upstream),
+// never piled up.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kcache/expected.hpp"
+
+namespace kcache::server {
+
+class WorkerPool {
+ public:
+  WorkerPool(std::size_t workers, std::size_t queue_capacity);
+  ~WorkerPool();  // finishes queued jobs, then joins
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Queues `job`; RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after shutdown().
+  Expected<void> submit(std::function<void()> job);
+
+  // Stops taking jobs, runs what is queued, joins the threads. Idempotent.
+  void shutdown();
+
+  std::size_t queue_depth() const;
+  std::size_t workers() const { return m_threads.size(); }
+
+ private:
+  void run();
+
+  const std::size_t m_capacity;
+  mutable std::mutex m_queue_mutex;  // guards m_queue and m_stopping
+  std::condition_variable m_queue_changed;
+  std::deque<std::function<void()>> m_queue;
+  bool m_stopping = false;
+  std::vector<std::thread> m_threads;
+};
+
+}  // namespace kcache::server
