@@ -62,7 +62,12 @@ void Daemon::shutdown() {
   if (m_stopped) return;
   m_stopped = true;
   if (m_server) {
-    m_server->Shutdown(std::chrono::system_clock::now() + k_shutdown_grace);
+    if (auto* health = m_server->GetHealthCheckService()) health->Shutdown();  // NOT_SERVING from now on
+    // Our own drain, then an immediate gRPC shutdown: gRPC's deadline-based Shutdown lingers
+    // for seconds on idle client connections even with no call in progress.
+    int left = m_service->drain(std::chrono::steady_clock::now() + k_shutdown_grace);
+    if (left > 0) spdlog::warn("{} calls still running after {}s; cancelling them", left, k_shutdown_grace.count());
+    m_server->Shutdown(std::chrono::system_clock::now());
     m_server->Wait();
   }
   if (m_pool) m_pool->shutdown();

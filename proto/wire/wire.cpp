@@ -47,7 +47,7 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
   }
   spec.target = request.target();
   const v1::CompileOptions& o = request.options();
-  spec.options.opt_level = o.opt_level();
+  spec.options.opt_level = o.has_opt_level() ? o.opt_level() : 2;
   spec.options.debug_info = o.debug_info();
   spec.options.lineinfo = o.lineinfo();
   spec.options.fast_math = o.fast_math();

@@ -63,7 +63,29 @@ bool has_image(const std::vector<ImageMeta>& metas, const ImageRequest& want) {
   return std::any_of(metas.begin(), metas.end(), [&](const ImageMeta& m) { return m.id() == want; });
 }
 
+const grpc::Status k_shutting_down(grpc::StatusCode::UNAVAILABLE, "kcached is shutting down; retry shortly");
+
 }  // namespace
+
+CallTracker::Guard::~Guard() {
+  if (m_tracker == nullptr) return;
+  std::lock_guard lock(m_tracker->m_mutex);
+  if (--m_tracker->m_active == 0) m_tracker->m_idle.notify_all();
+}
+
+std::optional<CallTracker::Guard> CallTracker::enter() {
+  std::lock_guard lock(m_mutex);
+  if (m_draining) return std::nullopt;
+  ++m_active;
+  return Guard(this);
+}
+
+int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(m_mutex);
+  m_draining = true;
+  m_idle.wait_until(lock, deadline, [this] { return m_active == 0; });
+  return m_active;
+}
 
 Expected<CompileOutput> KCacheService::run_on_pool(const CompileJob& job) {
   std::promise<Expected<CompileOutput>> done;
@@ -141,6 +163,8 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
 grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileRequest* request,
                                     v1::CompileResponse* response) {
   auto start = Clock::now();
+  auto call = m_calls.enter();
+  if (!call) return k_shutting_down;
   std::string key_hex;
   auto outcome = compile(*request, *response, key_hex);
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -163,6 +187,8 @@ grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileReque
 
 grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchRequest* request,
                                   grpc::ServerWriter<v1::FetchResponse>* writer) {
+  auto call = m_calls.enter();
+  if (!call) return k_shutting_down;
   ++m_counters.fetches;
   auto fail = [&](Error error) {
     ++m_counters.errors;
@@ -222,6 +248,8 @@ grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchR
 
 grpc::Status KCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
                                    v1::LookupResponse* response) {
+  auto call = m_calls.enter();
+  if (!call) return k_shutting_down;
   if (static_cast<std::uint32_t>(request->keys_size()) > m_limits.max_lookup_keys) {
     return wire::to_status(make_error(ErrorCode::k_invalid_argument,
                                       "a lookup names at most " + std::to_string(m_limits.max_lookup_keys) +
@@ -243,6 +271,8 @@ grpc::Status KCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest
 
 grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetCapabilitiesRequest*,
                                             v1::Capabilities* response) {
+  auto call = m_calls.enter();
+  if (!call) return k_shutting_down;
   const Toolchain& t = m_compiler.toolchain();
   response->set_fingerprint(to_hex(t.fingerprint));
   response->set_key_format_version(k_key_format_version);
@@ -264,6 +294,8 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetC
 }
 
 grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*, v1::Stats* response) {
+  auto call = m_calls.enter();
+  if (!call) return k_shutting_down;
   StoreStats s = m_store.stats();
   response->set_hits(m_counters.hits);
   response->set_misses(m_counters.misses);

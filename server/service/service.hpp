@@ -4,7 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
+#include <optional>
+#include <utility>
 
 #include "compile/compiler.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
@@ -26,6 +31,32 @@ struct ServiceCounters {
   std::atomic<std::uint64_t> hits{0}, misses{0}, compiles{0}, coalesced{0}, errors{0}, fetches{0};
 };
 
+// Counts calls in progress so shutdown can let them finish; refuses new calls once draining.
+class CallTracker {
+ public:
+  class Guard {
+   public:
+    explicit Guard(CallTracker* t) : m_tracker(t) {}
+    Guard(Guard&& o) noexcept : m_tracker(std::exchange(o.m_tracker, nullptr)) {}
+    Guard(const Guard&) = delete;
+    ~Guard();
+
+   private:
+    CallTracker* m_tracker;
+  };
+  // A guard for a new call, or nullopt once draining.
+  std::optional<Guard> enter();
+  // Refuses new calls and waits until those in progress finish, or `deadline` passes.
+  // Returns the number still running.
+  int drain(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  std::mutex m_mutex;  // guards m_active and m_draining
+  std::condition_variable m_idle;
+  int m_active = 0;
+  bool m_draining = false;
+};
+
 class KCacheService final : public v1::KCache::Service {
  public:
   KCacheService(Store& store, const Compiler& compiler, WorkerPool& pool, ServiceLimits limits)
@@ -42,6 +73,9 @@ class KCacheService final : public v1::KCache::Service {
   grpc::Status GetStats(grpc::ServerContext* context, const v1::GetStatsRequest* request,
                         v1::Stats* response) override;
 
+  // Refuses new calls (UNAVAILABLE) and waits for calls in progress; see CallTracker::drain.
+  int drain(std::chrono::steady_clock::time_point deadline) { return m_calls.drain(deadline); }
+
  private:
   // The body of Compile; returns the outcome or the error, which Compile counts and logs.
   Expected<v1::Outcome> compile(const v1::CompileRequest& request, v1::CompileResponse& response,
@@ -54,6 +88,7 @@ class KCacheService final : public v1::KCache::Service {
   WorkerPool& m_pool;
   const ServiceLimits m_limits;
   ServiceCounters m_counters;
+  CallTracker m_calls;
 };
 
 }  // namespace kcache::server

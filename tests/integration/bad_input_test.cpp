@@ -1,0 +1,99 @@
+// Every bad input gets the right status and a message a person can act on; the daemon keeps
+// serving and stores nothing for a failed job.
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+namespace {
+
+class BadInput : public DaemonTest {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--max-module-size", "64K", "--max-archs", "4"}; }
+
+  void expect_refused(const v1::CompileRequest& request, ErrorCode code, const std::string& message) {
+    auto r = m_client->compile(request);
+    ASSERT_FALSE(r) << "accepted: " << message;
+    EXPECT_EQ(r.error().code, code) << error_code_name(r.error().code) << ": " << r.error().message;
+    EXPECT_NE(r.error().message.find(message), std::string::npos) << r.error().message;
+  }
+
+  void expect_still_serving() {
+    auto ok = m_client->compile(device_request(read_test_data("saxpy.ll"), {"sm_80"}));
+    ASSERT_TRUE(ok) << ok.error().message;
+  }
+};
+
+TEST_F(BadInput, EachIsRefusedClearlyAndNothingIsStored) {
+  const std::string saxpy = read_test_data("saxpy.ll");
+  auto bitcode = [](std::string bytes) {
+    v1::CompileRequest r = device_request(std::move(bytes), {"sm_90"});
+    r.set_format(v1::FORMAT_LLVM_BITCODE);
+    return r;
+  };
+  std::string random(4096, '\0');
+  for (std::size_t i = 0; i < random.size(); ++i) random[i] = static_cast<char>((i * 7919u) ^ (i >> 3));
+
+  expect_refused(device_request("", {"sm_90"}), ErrorCode::k_invalid_argument, "module is empty");
+  expect_refused(device_request(random, {"sm_90"}), ErrorCode::k_invalid_argument, "syntax error at module.ll:");
+  expect_refused(bitcode(random), ErrorCode::k_invalid_argument, "not LLVM bitcode");
+  expect_refused(device_request("define void @f() {\n  ret i32 zork\n}\n", {"sm_90"}), ErrorCode::k_invalid_argument,
+                 "module.ll:2:11: expected value token");
+  expect_refused(device_request("define void @f() {\nentry:\n  br label %b\nb:\n  %x = add i32 %y, 1\n"
+                                "  %y = add i32 %x, 1\n  ret void\n}\n",
+                                {"sm_90"}),
+                 ErrorCode::k_invalid_argument, "Instruction does not dominate all uses");
+  expect_refused(device_request("target triple = \"x86_64-pc-linux-gnu\"\ndefine void @f() {\n  ret void\n}\n",
+                                {"sm_90"}),
+                 ErrorCode::k_invalid_argument, "target triple is 'x86_64-pc-linux-gnu'");
+  v1::CompileRequest wrong_target = device_request(saxpy, {"sm_90"});
+  wrong_target.set_target("x86_64-pc-linux-gnu");
+  expect_refused(wrong_target, ErrorCode::k_invalid_argument, "not an NVPTX triple");
+  expect_refused(device_request(saxpy, {"sm_99"}), ErrorCode::k_invalid_argument, "unknown arch 'sm_99'");
+  expect_refused(device_request(saxpy, {"gfx90a"}), ErrorCode::k_invalid_argument, "unknown arch 'gfx90a'");
+  expect_refused(device_request(saxpy, {}), ErrorCode::k_invalid_argument, "no arch given");
+  expect_refused(device_request(saxpy, {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100"}), ErrorCode::k_invalid_argument,
+                 "--max-archs");
+  expect_refused(device_request(std::string(100 * 1024, ' ') + saxpy, {"sm_90"}), ErrorCode::k_resource_exhausted,
+                 "--max-module-size");
+  expect_refused(device_request(saxpy, {"sm_90"}, {v1::KIND_OBJECT}), ErrorCode::k_invalid_argument,
+                 "not produced by device jobs");
+  v1::CompileRequest opt = device_request(saxpy, {"sm_90"});
+  opt.mutable_options()->set_opt_level(7);
+  expect_refused(opt, ErrorCode::k_invalid_argument, "optimisation level 7");
+  v1::CompileRequest entry = device_request(saxpy, {"sm_90"});
+  entry.mutable_options()->add_entry_points("nope");
+  expect_refused(entry, ErrorCode::k_invalid_argument, "entry point 'nope' is not defined in the module (defined functions: saxpy)");
+  v1::CompileRequest host = device_request(saxpy, {});
+  host.set_side(v1::SIDE_HOST);
+  host.clear_emit();
+  expect_refused(host, ErrorCode::k_unimplemented, "host compiles are not served yet");
+
+  auto stats = m_client->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->entries(), 0u);
+  EXPECT_EQ(stats->errors(), 16u);
+  expect_still_serving();
+}
+
+TEST_F(BadInput, AMessageOverGrpcsLimitIsRefusedAndTheDaemonLivesOn) {
+  auto r = m_client->compile(device_request(std::string(3 << 20, ' '), {"sm_90"}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_resource_exhausted);
+  expect_still_serving();
+}
+
+class NoToolkit : public BadInput {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--cuda-root", "/nonexistent/cuda"}; }
+};
+
+TEST_F(NoToolkit, CubinIsAFailedPreconditionAndPtxStillWorks) {
+  auto caps = m_client->capabilities();
+  ASSERT_TRUE(caps);
+  EXPECT_FALSE(caps->cuda_present());
+  expect_refused(device_request(read_test_data("saxpy.ll"), {"sm_90"}, {v1::KIND_CUBIN}),
+                 ErrorCode::k_failed_precondition, "no CUDA toolkit (ptxas) under /nonexistent/cuda");
+  expect_still_serving();
+}
+
+}  // namespace
+}  // namespace kcache::test

@@ -1,0 +1,128 @@
+// The kcache command line: the contract scripts rely on (subcommands, --json fields, output
+// files, exit codes, server resolution).
+#include <nlohmann/json.hpp>
+
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+namespace {
+
+using json = nlohmann::json;
+using Cli = DaemonTest;
+
+json parse_json(const CommandResult& r) {
+  try {
+    return json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << r.out << "\nstderr: " << r.err;
+    return json::object();
+  }
+}
+
+TEST_F(Cli, CompileWritesOneFilePerImageAndReportsMissThenHit) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll", out = m_dir.path() / "out";
+  write_file(src, read_test_data("saxpy.ll"));
+  std::vector<std::string> args = {"--json", "compile", src.string(), "--arch", "sm_80,sm_90", "--out-dir", out.string()};
+  auto first = run_cli(args, m_daemon->address());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  json j = parse_json(first);
+  EXPECT_EQ(j["outcome"], "miss");
+  EXPECT_EQ(j["key"].get<std::string>().size(), 64u);
+  ASSERT_EQ(j["images"].size(), 2u);
+  for (const json& image : j["images"]) {
+    std::string path = image["path"];
+    EXPECT_EQ(path, (out / (image["arch"].get<std::string>() + ".ptx")).string());
+    std::string bytes = read_file(path);
+    EXPECT_EQ(bytes.size(), image["size"].get<std::size_t>());
+    EXPECT_EQ(sha256_hex(bytes), image["sha256"]);
+    EXPECT_EQ(image["kind"], "ptx");
+  }
+  auto second = run_cli(args, m_daemon->address());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(parse_json(second)["outcome"], "hit");
+  EXPECT_EQ(parse_json(second)["key"], j["key"]);
+}
+
+TEST_F(Cli, KeyFetchLookupAndStatsAgree) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll";
+  write_file(src, read_test_data("saxpy.ll"));
+  auto key = run_cli({"key", src.string(), "-O", "3"}, m_daemon->address());
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  std::string k = key.out.substr(0, 64);
+
+  auto lookup_before = run_cli({"lookup", k}, m_daemon->address());
+  EXPECT_EQ(lookup_before.exit_code, 4) << lookup_before.out;
+
+  auto compile = run_cli({"--json", "compile", src.string(), "-O", "3", "--arch", "sm_80"}, m_daemon->address());
+  ASSERT_EQ(compile.exit_code, 0) << compile.err;
+  EXPECT_EQ(parse_json(compile)["key"], k);
+  EXPECT_TRUE(parse_json(compile)["images"][0]["path"].is_null());  // nothing asked to be written
+
+  std::filesystem::path file = m_dir.path() / "fetched.ptx";
+  auto fetch = run_cli({"--json", "fetch", k, "--arch", "sm_89", "-o", file.string()}, m_daemon->address());
+  ASSERT_EQ(fetch.exit_code, 0) << fetch.err;
+  json f = parse_json(fetch);
+  EXPECT_EQ(f["outcome"], "hit");
+  EXPECT_EQ(f["images"][0]["arch"], "sm_80");
+  EXPECT_EQ(f["images"][0]["needs_jit"], true);
+  EXPECT_EQ(sha256_hex(read_file(file)), f["images"][0]["sha256"]);
+
+  auto lookup = run_cli({"--json", "lookup", k}, m_daemon->address());
+  EXPECT_EQ(lookup.exit_code, 0);
+  EXPECT_EQ(parse_json(lookup)["results"][0]["found"], true);
+
+  auto stats = run_cli({"--json", "stats"}, m_daemon->address());
+  ASSERT_EQ(stats.exit_code, 0);
+  json s = parse_json(stats);
+  for (const char* field : {"hits", "misses", "compiles", "coalesced", "entries", "bytes"}) {
+    EXPECT_TRUE(s.contains(field)) << field;
+  }
+  EXPECT_EQ(s["entries"], 1);
+  EXPECT_EQ(s["misses"], 1);
+  EXPECT_EQ(s["compiles"], 1);
+}
+
+TEST_F(Cli, ExitCodesDistinguishBadInputNotFoundUnavailableAndUsage) {
+  std::filesystem::path bad = m_dir.path() / "bad.ll";
+  write_file(bad, "this is not IR\n");
+  auto bad_input = run_cli({"compile", bad.string(), "--arch", "sm_90"}, m_daemon->address());
+  EXPECT_EQ(bad_input.exit_code, 3);
+  EXPECT_NE(bad_input.err.find("INVALID_ARGUMENT"), std::string::npos) << bad_input.err;
+
+  auto not_found = run_cli({"fetch", std::string(64, '0'), "--arch", "sm_90"}, m_daemon->address());
+  EXPECT_EQ(not_found.exit_code, 4);
+  EXPECT_NE(not_found.err.find("not stored"), std::string::npos) << not_found.err;
+
+  auto unavailable = run_cli({"stats"}, "127.0.0.1:1");
+  EXPECT_EQ(unavailable.exit_code, 5);
+  EXPECT_NE(unavailable.err.find("cannot reach kcached at 127.0.0.1:1"), std::string::npos) << unavailable.err;
+
+  auto usage = run_cli({"compile"}, m_daemon->address());
+  EXPECT_EQ(usage.exit_code, 2);
+  auto help = run_cli({"--help"}, "");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
+}
+
+TEST_F(Cli, OutputFileNeedsExactlyOneImage) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll";
+  write_file(src, read_test_data("saxpy.ll"));
+  auto two = run_cli({"compile", src.string(), "--arch", "sm_80,sm_90", "-o", (m_dir.path() / "x").string()},
+                     m_daemon->address());
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("--out-dir"), std::string::npos);
+  auto one = run_cli({"compile", src.string(), "--arch", "sm_90", "-o", (m_dir.path() / "x.ptx").string()},
+                     m_daemon->address());
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(read_file(m_dir.path() / "x.ptx").find(".target sm_90"), std::string::npos);
+}
+
+TEST_F(Cli, ServerComesFromTheEnvironmentWhenNotGiven) {
+  ASSERT_EQ(setenv("KCACHE_SERVER", m_daemon->address().c_str(), 1), 0);
+  auto r = run_cli({"--json", "stats"}, "");
+  unsetenv("KCACHE_SERVER");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace kcache::test

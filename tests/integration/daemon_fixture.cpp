@@ -1,0 +1,33 @@
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+
+void DaemonTest::SetUp() {
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args());
+  m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
+}
+
+void DaemonTest::TearDown() {
+  // KCACHE_KEEP_TEST_DIRS=1 keeps every test's folder, for reading daemon logs of passing tests.
+  if (!HasFailure() && std::getenv("KCACHE_KEEP_TEST_DIRS") == nullptr) return;
+  m_dir.keep();
+  std::fprintf(stderr, "kept %s (kcached.log, db/)\n", m_dir.path().c_str());
+}
+
+void DaemonTest::restart() {
+  ASSERT_EQ(m_daemon->stop(), 0) << "kcached did not shut down cleanly on SIGTERM";
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args());
+  m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
+}
+
+v1::CompileRequest DaemonTest::device_request(const std::string& module, const std::vector<std::string>& archs,
+                                              std::vector<v1::ImageKind> emit) {
+  v1::CompileRequest r;
+  r.set_side(v1::SIDE_DEVICE);
+  r.set_module(module);
+  for (const std::string& a : archs) r.add_archs(a);
+  for (v1::ImageKind k : emit) r.add_emit(k);
+  return r;
+}
+
+}  // namespace kcache::test

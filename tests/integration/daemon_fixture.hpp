@@ -1,0 +1,38 @@
+// A test fixture with a real kcached on a loopback port, its RocksDB in a temp folder, and a
+// client. A failing test keeps the folder (database and daemon log) and prints its path.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kcache/client.hpp"
+#include "test_support.hpp"
+
+namespace kcache::test {
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Extra kcached flags for this fixture's daemon.
+  virtual std::vector<std::string> daemon_args() const { return {}; }
+
+  // Stops the daemon (expecting a clean exit) and starts a new one on the same database.
+  void restart();
+
+  std::filesystem::path db() const { return m_dir.path() / "db"; }
+
+  // A device compile request for `module` (text IR unless format says otherwise).
+  static v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,
+                                           std::vector<v1::ImageKind> emit = {v1::KIND_PTX});
+
+  TempDir m_dir;
+  std::unique_ptr<DaemonProcess> m_daemon;
+  std::unique_ptr<Client> m_client;
+};
+
+}  // namespace kcache::test

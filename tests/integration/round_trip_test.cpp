@@ -1,0 +1,168 @@
+// Compile, hit, restart, still hit: the cache survives the daemon, byte for byte.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "daemon_fixture.hpp"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace kcache::test {
+namespace {
+
+using RoundTrip = DaemonTest;
+
+TEST_F(RoundTrip, MissThenHitThenHitAfterRestartWithIdenticalBytes) {
+  auto request = device_request(read_test_data("saxpy.ll"), {"sm_80"});
+  auto first = m_client->compile(request);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->outcome(), v1::OUTCOME_MISS);
+  ASSERT_EQ(first->images_size(), 1);
+  EXPECT_NE(first->images(0).data().find(".entry saxpy"), std::string::npos);
+  EXPECT_EQ(first->images(0).sha256(), sha256_hex(first->images(0).data()));
+
+  auto second = m_client->compile(request);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->outcome(), v1::OUTCOME_HIT);
+  EXPECT_EQ(second->key(), first->key());
+  EXPECT_EQ(second->images(0).data(), first->images(0).data());
+
+  restart();
+  auto third = m_client->compile(request);
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_EQ(third->outcome(), v1::OUTCOME_HIT);
+  EXPECT_EQ(third->images(0).data(), first->images(0).data());
+  auto stats = m_client->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->entries(), 1u);
+  EXPECT_EQ(stats->hits(), 1u);
+  EXPECT_EQ(stats->misses(), 0u);  // counters are per process; the store's usage persists
+  EXPECT_EQ(stats->bytes(), first->images(0).size());
+}
+
+TEST_F(RoundTrip, ASecondArchAddsAnImageUnderTheSameKey) {
+  std::string module = read_test_data("saxpy.ll");
+  auto a = m_client->compile(device_request(module, {"sm_80"}));
+  auto b = m_client->compile(device_request(module, {"sm_90"}));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->key(), b->key());
+  EXPECT_EQ(b->outcome(), v1::OUTCOME_MISS);
+  auto both = m_client->compile(device_request(module, {"sm_90", "sm_80"}));
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->outcome(), v1::OUTCOME_HIT);
+
+  v1::LookupRequest lookup;
+  lookup.add_keys(a->key());
+  auto found = m_client->lookup(lookup);
+  ASSERT_TRUE(found);
+  ASSERT_EQ(found->results_size(), 1);
+  EXPECT_TRUE(found->results(0).found());
+  EXPECT_EQ(found->results(0).images_size(), 2);
+  auto stats = m_client->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->entries(), 1u);
+  EXPECT_EQ(stats->images(), 2u);
+}
+
+TEST_F(RoundTrip, FetchStreamsTheStoredImage) {
+  auto compiled = m_client->compile(device_request(read_test_data("saxpy.ll"), {"sm_80"}));
+  ASSERT_TRUE(compiled);
+  v1::FetchRequest fetch;
+  fetch.set_key(compiled->key());
+  fetch.set_arch("sm_86");  // no sm_86 image: the sm_80 PTX, JIT-compiled by the driver
+  auto image = m_client->fetch(fetch);
+  ASSERT_TRUE(image) << image.error().message;
+  EXPECT_EQ(image->data, compiled->images(0).data());
+  EXPECT_TRUE(image->image.needs_jit());
+  EXPECT_EQ(image->image.arch(), "sm_80");
+
+  fetch.set_arch("sm_75");
+  auto none = m_client->fetch(fetch);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::k_not_found);
+  EXPECT_NE(none.error().message.find("sm_80.ptx"), std::string::npos) << none.error().message;
+}
+
+TEST_F(RoundTrip, LookupReportsMissingKeys) {
+  v1::LookupRequest lookup;
+  lookup.add_keys(std::string(64, 'a'));
+  auto r = m_client->lookup(lookup);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->results(0).found());
+  lookup.add_keys("not-a-key");
+  auto bad = m_client->lookup(lookup);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::k_invalid_argument);
+}
+
+TEST_F(RoundTrip, ServesHealthAndReflection) {
+  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  // Reflection: the server answers the reflection service's method with the list of services.
+  grpc::ClientContext rctx;
+  grpc::GenericStub generic(channel);
+  // A ServerReflectionRequest with list_services = "" is field 7, an empty string: bytes 0x3a 0x00.
+  const char request_bytes[] = {0x3a, 0x00};
+  grpc::Slice slice(request_bytes, sizeof request_bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(&rctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::ByteBuffer reply;
+  call->Read(&reply, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(reply.Dump(&slices).ok());
+  std::string text;
+  for (const grpc::Slice& s : slices) text.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(text.find("kcache.v1.KCache"), std::string::npos);
+  EXPECT_NE(text.find("grpc.health.v1.Health"), std::string::npos);
+  rctx.TryCancel();
+  call->Finish(nullptr, reinterpret_cast<void*>(4));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(RoundTrip, CapabilitiesDescribeTheToolchain) {
+  auto caps = m_client->capabilities();
+  ASSERT_TRUE(caps) << caps.error().message;
+  EXPECT_EQ(caps->fingerprint().size(), 64u);
+  EXPECT_EQ(caps->llvm_version().substr(0, 3), "22.");
+  EXPECT_FALSE(caps->rtlib_digest().empty());
+  auto has = [&](const std::string& arch) {
+    return std::find(caps->device_archs().begin(), caps->device_archs().end(), arch) != caps->device_archs().end();
+  };
+  EXPECT_TRUE(has("sm_52"));
+  EXPECT_TRUE(has("sm_90a"));
+  EXPECT_TRUE(has("sm_120"));
+  EXPECT_FALSE(has("sm_35"));
+  EXPECT_EQ(caps->cuda_present(), !ptxas_path().empty());
+  EXPECT_GT(caps->limits().max_module_bytes(), 0u);
+}
+
+TEST_F(RoundTrip, PtxIsAcceptedByPtxas) {
+  std::filesystem::path ptxas = ptxas_path();
+  if (ptxas.empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
+  auto compiled = m_client->compile(device_request(read_test_data("saxpy.ll"), {"sm_80", "sm_90"}));
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  for (const v1::Image& image : compiled->images()) {
+    std::filesystem::path file = m_dir.path() / (image.arch() + ".ptx");
+    write_file(file, image.data());
+    auto r = run_program({ptxas.string(), "-arch=" + image.arch(), "-o", (m_dir.path() / "out.cubin").string(),
+                          file.string()});
+    EXPECT_EQ(r.exit_code, 0) << image.arch() << ": " << r.err << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace kcache::test

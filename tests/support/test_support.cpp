@@ -1,0 +1,184 @@
+#include "test_support.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace kcache::test {
+namespace {
+
+constexpr auto k_start_timeout = std::chrono::seconds(60);
+
+std::vector<char*> c_args(const std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (const std::string& a : args) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string tail(const std::string& text, std::size_t n = 4000) {
+  return text.size() <= n ? text : text.substr(text.size() - n);
+}
+
+int wait_status(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "kcache-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  m_path = pattern;
+}
+
+TempDir::~TempDir() {
+  if (m_keep) return;
+  std::error_code ec;
+  std::filesystem::remove_all(m_path, ec);
+}
+
+std::unique_ptr<DaemonProcess> DaemonProcess::start(const std::filesystem::path& db, const std::filesystem::path& log,
+                                                    const std::vector<std::string>& extra_args) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  std::vector<std::string> args = {KCACHE_DAEMON_PATH, "--listen", "127.0.0.1:0", "--db", db.string(),
+                                   "--log-level", "debug"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  auto argv = c_args(args);
+  auto d = std::unique_ptr<DaemonProcess>(new DaemonProcess());
+  int rc = posix_spawn(&d->m_pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    throw std::runtime_error(std::string("cannot start kcached: ") + std::strerror(rc));
+  }
+  // Wait for "kcached listening on port N" on its stdout: a condition, not a sleep.
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + k_start_timeout;
+  while (line.find('\n') == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{out[0], POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char buf[256];
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    line.append(buf, static_cast<std::size_t>(n));
+  }
+  close(out[0]);
+  auto pos = line.find("port ");
+  if (pos == std::string::npos) {
+    d->kill9();
+    throw std::runtime_error("kcached did not start; its log:\n" + tail(read_file(log)));
+  }
+  d->m_port = std::stoi(line.substr(pos + 5));
+  return d;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (m_pid > 0) kill9();
+}
+
+int DaemonProcess::stop() {
+  kill(m_pid, SIGTERM);
+  int status = wait_status(m_pid);
+  m_pid = -1;
+  return status;
+}
+
+void DaemonProcess::kill9() {
+  kill(m_pid, SIGKILL);
+  wait_status(m_pid);
+  m_pid = -1;
+}
+
+CommandResult run_program(const std::vector<std::string>& argv_in) {
+  TempDir dir;
+  std::filesystem::path out = dir.path() / "out", err = dir.path() / "err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto argv = c_args(argv_in);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot run " + argv_in[0] + ": " + std::strerror(rc));
+  CommandResult r;
+  r.exit_code = wait_status(pid);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+CommandResult run_cli(const std::vector<std::string>& args, const std::string& server) {
+  std::vector<std::string> argv = {KCACHE_CLI_PATH};
+  if (!server.empty()) argv.insert(argv.end(), {"--server", server});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv);
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::filesystem::path& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << data;
+}
+
+std::string read_test_data(const std::string& name) {
+  std::string data = read_file(std::filesystem::path(KCACHE_TEST_DATA_DIR) / name);
+  if (data.empty()) throw std::runtime_error("missing test data " + name);
+  return data;
+}
+
+std::string to_bitcode(const std::string& text_ir) {
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic diag;
+  auto module = llvm::parseAssemblyString(text_ir, diag, ctx);
+  if (!module) throw std::runtime_error("test IR does not parse: " + diag.getMessage().str());
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  llvm::WriteBitcodeToFile(*module, os);
+  os.flush();
+  return out;
+}
+
+std::filesystem::path ptxas_path() {
+  std::filesystem::path p = "/usr/local/cuda/bin/ptxas";
+  return std::filesystem::exists(p) ? p : std::filesystem::path();
+}
+
+}  // namespace kcache::test

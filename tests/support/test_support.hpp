@@ -1,0 +1,72 @@
+// Helpers shared by the test binaries: temp folders kept on failure, a real kcached process on
+// a loopback port, running the kcache CLI, and the test kernels.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kcache::test {
+
+// A fresh folder under $TMPDIR; removed at the end unless keep() was called.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return m_path; }
+  void keep() { m_keep = true; }
+
+ private:
+  std::filesystem::path m_path;
+  bool m_keep = false;
+};
+
+// A kcached child process listening on 127.0.0.1 on a port of its choosing.
+class DaemonProcess {
+ public:
+  // Starts kcached with --db `db` (plus `extra_args`), logging to `log`; returns once it has
+  // printed its port, or throws with the log's tail.
+  static std::unique_ptr<DaemonProcess> start(const std::filesystem::path& db, const std::filesystem::path& log,
+                                              const std::vector<std::string>& extra_args = {});
+  ~DaemonProcess();
+
+  int port() const { return m_port; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(m_port); }
+  pid_t pid() const { return m_pid; }
+
+  // Sends SIGTERM and waits: the exit status (0 for a clean shutdown), or 128+signal.
+  int stop();
+  // SIGKILL, no chance to flush.
+  void kill9();
+
+ private:
+  pid_t m_pid = -1;
+  int m_port = 0;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the kcache CLI with `args`, with KCACHE_SERVER set to `server` (unless empty).
+CommandResult run_cli(const std::vector<std::string>& args, const std::string& server);
+// Runs any program (absolute path) with args.
+CommandResult run_program(const std::vector<std::string>& argv);
+
+// Files under tests/data.
+std::string read_test_data(const std::string& name);
+std::string read_file(const std::filesystem::path& path);
+void write_file(const std::filesystem::path& path, const std::string& data);
+
+// LLVM bitcode of a text IR module (through LLVM itself).
+std::string to_bitcode(const std::string& text_ir);
+
+// The CUDA toolkit's ptxas, or empty when the toolkit is absent.
+std::filesystem::path ptxas_path();
+
+}  // namespace kcache::test

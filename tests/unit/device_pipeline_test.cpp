@@ -1,0 +1,151 @@
+// The device pipeline in process: LLVM IR to PTX per arch, options that change the code, and
+// the errors a person can act on.
+#include <gtest/gtest.h>
+
+#include "compile/compiler.hpp"
+#include "test_support.hpp"
+
+namespace kcache::server {
+namespace {
+
+const Compiler& compiler() {
+  static const Compiler c(detect_toolchain("/usr/local/cuda"));
+  return c;
+}
+
+Expected<CompileOutput> compile(const std::string& module, std::vector<ImageRequest> images,
+                                CompileOptions options = {}, InputFormat format = InputFormat::llvm_text) {
+  JobSpec spec;
+  spec.format = format;
+  spec.options = std::move(options);
+  EXPECT_TRUE(canonicalize(spec, compiler().toolchain().host_triple));
+  return compiler().compile(CompileJob{spec, module, std::move(images)});
+}
+
+std::string ptx_for(const std::string& module, const std::string& arch, CompileOptions options = {}) {
+  auto out = compile(module, {{arch, ImageKind::ptx}}, std::move(options));
+  EXPECT_TRUE(out) << out.error().message;
+  return out ? out->images.at(0).data : std::string();
+}
+
+TEST(DevicePipeline, EmitsPtxForEachArch) {
+  std::string saxpy = test::read_test_data("saxpy.ll");
+  auto out = compile(saxpy, {{"sm_80", ImageKind::ptx}, {"sm_90", ImageKind::ptx}});
+  ASSERT_TRUE(out) << out.error().message;
+  ASSERT_EQ(out->images.size(), 2u);
+  EXPECT_NE(out->images[0].data.find(".target sm_80"), std::string::npos);
+  EXPECT_NE(out->images[1].data.find(".target sm_90"), std::string::npos);
+  EXPECT_NE(out->images[1].data.find(".visible .entry saxpy("), std::string::npos);
+  ASSERT_EQ(out->images[1].meta.kernels.size(), 1u);
+  EXPECT_EQ(out->images[1].meta.kernels[0].name, "saxpy");
+  EXPECT_EQ(out->images[1].meta.sha256, sha256(out->images[1].data));
+}
+
+TEST(DevicePipeline, IsDeterministic) {
+  std::string saxpy = test::read_test_data("saxpy.ll");
+  EXPECT_EQ(ptx_for(saxpy, "sm_90"), ptx_for(saxpy, "sm_90"));
+}
+
+TEST(DevicePipeline, ReadsBitcodeLikeText) {
+  std::string saxpy = test::read_test_data("saxpy.ll");
+  auto bc = compile(test::to_bitcode(saxpy), {{"sm_90", ImageKind::ptx}}, {}, InputFormat::llvm_bitcode);
+  ASSERT_TRUE(bc) << bc.error().message;
+  EXPECT_EQ(bc->images[0].data, ptx_for(saxpy, "sm_90"));
+}
+
+TEST(DevicePipeline, HonoursAnnotatedKernelsAndTheRequestedPtxVersion) {
+  std::string ptx = ptx_for(test::read_test_data("annotated.ll"), "sm_90");
+  EXPECT_NE(ptx.find(".entry scale("), std::string::npos);
+  EXPECT_NE(ptx.find(".version 8.0"), std::string::npos) << ptx.substr(0, 200);
+  EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);  // the job's arch, not clang's sm_80
+}
+
+TEST(DevicePipeline, RequestedEntryPointsBecomeKernels) {
+  const std::string module = "target triple = \"nvptx64-nvidia-cuda\"\n"
+                             "define void @work(ptr %p) {\n  store i32 1, ptr %p\n  ret void\n}\n";
+  EXPECT_EQ(ptx_for(module, "sm_90").find(".entry"), std::string::npos);
+  CompileOptions options;
+  options.entry_points = {"work"};
+  EXPECT_NE(ptx_for(module, "sm_90", options).find(".visible .entry work("), std::string::npos);
+}
+
+TEST(DevicePipeline, OptimisationLevelAndFastMathChangeTheCode) {
+  const std::string module = "target triple = \"nvptx64-nvidia-cuda\"\n"
+                             "define ptx_kernel void @k(ptr addrspace(1) %p, float %a, float %b) {\n"
+                             "  %x = fdiv float %a, %b\n  store float %x, ptr addrspace(1) %p\n  ret void\n}\n";
+  CompileOptions o0, o2, fast;
+  o0.opt_level = 0;
+  fast.fast_math = true;
+  std::string p0 = ptx_for(module, "sm_90", o0), p2 = ptx_for(module, "sm_90", o2), pf = ptx_for(module, "sm_90", fast);
+  EXPECT_NE(p0, p2);
+  EXPECT_NE(pf, p2);
+  EXPECT_NE(pf.find("div.approx"), std::string::npos) << pf;
+  EXPECT_NE(p2.find("div.rn"), std::string::npos) << p2;
+}
+
+TEST(DevicePipeline, ExplainsEachBadInput) {
+  struct Case {
+    std::string name, module, expect;
+    InputFormat format = InputFormat::llvm_text;
+    std::vector<std::string> entries = {};
+  };
+  std::vector<Case> cases = {
+      {"empty", "", "empty"},
+      {"random bytes as bitcode", "\x01\x02garbage", "not LLVM bitcode", InputFormat::llvm_bitcode},
+      {"truncated bitcode", std::string("BC\xC0\xDE\x35\x14\x00\x00", 8), "not valid LLVM bitcode",
+       InputFormat::llvm_bitcode},
+      {"syntax error", "define void @f() {\n  ret i32 zork\n}\n", "module.ll:2:"},
+      {"verifier", "define void @f() {\nentry:\n  br label %b\nb:\n  %x = add i32 %y, 1\n  %y = add i32 %x, 1\n  ret void\n}\n",
+       "verifier"},
+      {"host triple", "target triple = \"x86_64-pc-linux-gnu\"\ndefine void @f() {\n  ret void\n}\n", "x86_64-pc-linux-gnu"},
+      {"missing entry", "define void @f() {\n  ret void\n}\n", "entry point 'g' is not defined", InputFormat::llvm_text, {"g"}},
+      {"entry returns a value", "define i32 @f() {\n  ret i32 0\n}\n", "returns a value", InputFormat::llvm_text, {"f"}},
+  };
+  for (const Case& c : cases) {
+    CompileOptions options;
+    options.entry_points = c.entries;
+    auto out = compile(c.module, {{"sm_90", ImageKind::ptx}}, options, c.format);
+    ASSERT_FALSE(out) << c.name;
+    EXPECT_EQ(out.error().code, ErrorCode::k_invalid_argument) << c.name;
+    EXPECT_NE(out.error().message.find(c.expect), std::string::npos) << c.name << ": " << out.error().message;
+  }
+}
+
+TEST(DevicePipeline, RefusesArchsLlvmDoesNotKnow) {
+  auto out = compile(test::read_test_data("saxpy.ll"), {{"sm_99", ImageKind::ptx}});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::k_invalid_argument);
+  EXPECT_NE(out.error().message.find("unknown arch 'sm_99'"), std::string::npos);
+}
+
+TEST(DevicePipeline, CubinIsAnElfForTheArchWhenTheToolkitIsPresent) {
+  if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  auto out = compile(test::read_test_data("saxpy.ll"), {{"sm_90", ImageKind::cubin}});
+  ASSERT_TRUE(out) << out.error().message;
+  const std::string& cubin = out->images[0].data;
+  ASSERT_GT(cubin.size(), 64u);
+  EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
+  std::uint16_t machine = static_cast<std::uint8_t>(cubin[18]) | static_cast<std::uint8_t>(cubin[19]) << 8;
+  EXPECT_EQ(machine, 190);  // EM_CUDA
+  ASSERT_EQ(out->images[0].meta.kernels.size(), 1u);
+  EXPECT_GT(out->images[0].meta.kernels[0].registers, 0u);  // from ptxas -v
+}
+
+TEST(DevicePipeline, PtxInputIsAssembledAndBadPtxExplained) {
+  if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  std::string ptx = ptx_for(test::read_test_data("saxpy.ll"), "sm_90");
+  auto out = compile(ptx, {{"sm_90", ImageKind::cubin}}, {}, InputFormat::ptx);
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->images[0].data.substr(0, 4), "\x7f" "ELF");
+  auto bad = compile(".version 8.0\n.target sm_90\n.address_size 64\nnonsense;\n", {{"sm_90", ImageKind::cubin}}, {},
+                     InputFormat::ptx);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::k_invalid_argument);
+  EXPECT_NE(bad.error().message.find("ptxas"), std::string::npos) << bad.error().message;
+  auto ptx_to_ptx = compile(ptx, {{"sm_90", ImageKind::ptx}}, {}, InputFormat::ptx);
+  ASSERT_FALSE(ptx_to_ptx);
+  EXPECT_NE(ptx_to_ptx.error().message.find("already PTX"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kcache::server

@@ -1,0 +1,148 @@
+// The RocksDB store: atomic entries, separate sides, usage counters, and corruption at rest
+// detected on read and never served.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "store/store.hpp"
+#include "test_support.hpp"
+
+namespace kcache::server {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(reopen()); }
+  void TearDown() override {
+    if (HasFailure()) {
+      m_dir.keep();
+      std::fprintf(stderr, "kept %s\n", m_dir.path().c_str());
+    }
+  }
+  void reopen() {
+    m_store.reset();
+    auto store = Store::open({m_dir.path() / "db"});
+    ASSERT_TRUE(store) << store.error().message;
+    m_store = std::move(*store);
+  }
+  static Key key(std::string_view seed) { return Key{sha256(seed)}; }
+
+  test::TempDir m_dir;
+  std::unique_ptr<Store> m_store;
+};
+
+TEST_F(StoreTest, PutThenListAndGetRoundTrip) {
+  std::vector<Image> images = {make_image({"sm_80", ImageKind::ptx}, "ptx for 80", {KernelInfo{.name = "k", .registers = 12}}),
+                               make_image({"sm_90", ImageKind::cubin}, std::string(100000, 'c'))};
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, images));
+  auto listed = m_store->list(Side::device, key("a"));
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 2u);
+  auto got = m_store->get(Side::device, key("a"), {"sm_80", ImageKind::ptx});
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->data, "ptx for 80");
+  ASSERT_EQ(got->meta.kernels.size(), 1u);
+  EXPECT_EQ(got->meta.kernels[0].registers, 12u);
+  auto big = m_store->get(Side::device, key("a"), {"sm_90", ImageKind::cubin});
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->data, std::string(100000, 'c'));
+  StoreStats s = m_store->stats();
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_EQ(s.images, 2u);
+  EXPECT_EQ(s.bytes, 10u + 100000u);
+}
+
+TEST_F(StoreTest, SidesNeverSeeEachOther) {
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "dev")}));
+  auto host_list = m_store->list(Side::host, key("a"));
+  ASSERT_TRUE(host_list);
+  EXPECT_TRUE(host_list->empty());
+  auto host_get = m_store->get(Side::host, key("a"), {"sm_90", ImageKind::ptx});
+  ASSERT_FALSE(host_get);
+  EXPECT_EQ(host_get.error().code, ErrorCode::k_not_found);
+}
+
+TEST_F(StoreTest, ReplacingAnImageKeepsCountersExactAndSurvivesReopen) {
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "12345")}));
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "12")}));
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_80", ImageKind::ptx}, "123")}));
+  ASSERT_TRUE(m_store->put(Side::host, key("b"), {}, std::vector{make_image({"x86_64", ImageKind::object}, "o")}));
+  reopen();
+  StoreStats s = m_store->stats();
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_EQ(s.images, 3u);
+  EXPECT_EQ(s.bytes, 2u + 3u + 1u);
+}
+
+TEST_F(StoreTest, RefusesAnImageWhoseDigestDoesNotMatch) {
+  Image image = make_image({"sm_90", ImageKind::ptx}, "data");
+  image.data = "tampered";
+  image.meta.size = image.data.size();
+  auto put = m_store->put(Side::device, key("a"), {}, std::vector{image});
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error().code, ErrorCode::k_internal);
+  EXPECT_EQ(m_store->stats().entries, 0u);
+}
+
+// Flips 16 bytes at `offset` in the largest file whose name ends with `suffix` (the one holding
+// the image: the meta family's files are tiny). Returns whether a file was found.
+bool flip_bytes(const std::filesystem::path& db, const std::string& suffix, std::size_t offset) {
+  std::filesystem::path largest;
+  std::uintmax_t size = 0;
+  for (const auto& f : std::filesystem::directory_iterator(db)) {
+    if (f.path().filename().string().ends_with(suffix) && f.file_size() > size) {
+      largest = f.path();
+      size = f.file_size();
+    }
+  }
+  if (size <= offset + 16) return false;
+  {
+    std::fstream io(largest, std::ios::in | std::ios::out | std::ios::binary);
+    for (std::size_t i = 0; i < 16; ++i) {
+      io.seekg(static_cast<std::streamoff>(offset + i));
+      char c = 0;
+      io.read(&c, 1);
+      c = static_cast<char>(c ^ 0x5a);
+      io.seekp(static_cast<std::streamoff>(offset + i));
+      io.write(&c, 1);
+    }
+  }
+  return true;
+}
+
+TEST_F(StoreTest, CorruptBlobIsDroppedNotServed) {
+  // 1 MiB of incompressible-ish data goes to a blob file.
+  std::string payload;
+  for (int i = 0; i < (1 << 20); ++i) payload += static_cast<char>((i * 2654435761u) >> 13);
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::cubin}, payload)}));
+  ASSERT_TRUE(m_store->flush());
+  m_store.reset();
+  ASSERT_TRUE(flip_bytes(m_dir.path() / "db", ".blob", 4096));
+  ASSERT_NO_FATAL_FAILURE(reopen());
+  auto got = m_store->get(Side::device, key("a"), {"sm_90", ImageKind::cubin});
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().code, ErrorCode::k_not_found);
+  EXPECT_EQ(m_store->stats().corrupt_dropped, 1u);
+  auto listed = m_store->list(Side::device, key("a"));
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(listed->empty());  // the whole entry is gone; the next compile rebuilds it
+  EXPECT_EQ(m_store->stats().entries, 0u);
+  EXPECT_EQ(m_store->stats().bytes, 0u);
+}
+
+TEST_F(StoreTest, CorruptTableBlockIsDroppedNotServed) {
+  std::string payload;  // incompressible, below the blob threshold: it lands in a table block
+  for (int i = 0; i < 3000; ++i) payload += static_cast<char>((i * 2654435761u) >> 13);
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, payload)}));
+  ASSERT_TRUE(m_store->flush());
+  m_store.reset();
+  ASSERT_TRUE(flip_bytes(m_dir.path() / "db", ".sst", 1000));
+  ASSERT_NO_FATAL_FAILURE(reopen());
+  auto got = m_store->get(Side::device, key("a"), {"sm_90", ImageKind::ptx});
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().code, ErrorCode::k_not_found);
+  EXPECT_EQ(m_store->stats().corrupt_dropped, 1u);
+}
+
+}  // namespace
+}  // namespace kcache::server
