@@ -17,6 +17,7 @@ namespace kcache::server {
 namespace {
 
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
+constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
 
 }  // namespace
 
@@ -63,11 +64,12 @@ void Daemon::shutdown() {
   m_stopped = true;
   if (m_server) {
     if (auto* health = m_server->GetHealthCheckService()) health->Shutdown();  // NOT_SERVING from now on
-    // Our own drain, then an immediate gRPC shutdown: gRPC's deadline-based Shutdown lingers
-    // for seconds on idle client connections even with no call in progress.
+    // Our own drain waits for the calls in progress (compiles may take long). gRPC's Shutdown
+    // then gets a short deadline to flush their replies: past it, it would linger for idle
+    // client connections (up to the clients' 5 s backup poll), with nothing left to deliver.
     int left = m_service->drain(std::chrono::steady_clock::now() + k_shutdown_grace);
     if (left > 0) spdlog::warn("{} calls still running after {}s; cancelling them", left, k_shutdown_grace.count());
-    m_server->Shutdown(std::chrono::system_clock::now());
+    m_server->Shutdown(std::chrono::system_clock::now() + k_reply_flush_grace);
     m_server->Wait();
   }
   if (m_pool) m_pool->shutdown();

@@ -50,8 +50,10 @@ void WorkerPool::run() {
       if (m_queue.empty()) return;  // stopping and drained
       job = std::move(m_queue.front());
       m_queue.pop_front();
+      ++m_running;
     }
     job();
+    --m_running;
   }
 }
 

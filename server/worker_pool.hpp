@@ -3,6 +3,7 @@
 // never piled up.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -29,6 +30,7 @@ class WorkerPool {
   void shutdown();
 
   std::size_t queue_depth() const;
+  std::size_t running() const { return m_running; }
   std::size_t workers() const { return m_threads.size(); }
 
  private:
@@ -39,6 +41,7 @@ class WorkerPool {
   std::condition_variable m_queue_changed;
   std::deque<std::function<void()>> m_queue;
   bool m_stopping = false;
+  std::atomic<std::size_t> m_running{0};
   std::vector<std::thread> m_threads;
 };
 

@@ -307,6 +307,8 @@ grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsReq
   response->set_images(s.images);
   response->set_bytes(s.bytes);
   response->set_corrupt_dropped(s.corrupt_dropped);
+  response->set_queued_jobs(m_pool.queue_depth());
+  response->set_running_jobs(m_pool.running());
   return grpc::Status::OK;
 }
 

@@ -2,6 +2,10 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <signal.h>
+
+#include <thread>
+
 #include "daemon_fixture.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -162,6 +166,54 @@ TEST_F(RoundTrip, PtxIsAcceptedByPtxas) {
                           file.string()});
     EXPECT_EQ(r.exit_code, 0) << image.arch() << ": " << r.err << r.out;
   }
+}
+
+}  // namespace
+}  // namespace kcache::test
+
+namespace kcache::test {
+namespace {
+
+// A module that takes LLVM a noticeable while (about a second) to compile.
+std::string slow_module() {
+  std::string ir = "target triple = \"nvptx64-nvidia-cuda\"\n";
+  for (int k = 0; k < 200; ++k) {
+    ir += "define ptx_kernel void @k" + std::to_string(k) + "(ptr addrspace(1) %p, float %a) {\n";
+    std::string prev = "%a";
+    for (int j = 0; j < 30; ++j) {
+      std::string n = std::to_string(j);
+      ir += "  %q" + n + " = getelementptr float, ptr addrspace(1) %p, i64 " + n + "\n";
+      ir += "  %v" + n + " = load float, ptr addrspace(1) %q" + n + "\n";
+      ir += "  %m" + n + " = fmul float %v" + n + ", " + prev + "\n";
+      ir += "  store float %m" + n + ", ptr addrspace(1) %q" + n + "\n";
+      prev = "%m" + n;
+    }
+    ir += "  ret void\n}\n";
+  }
+  return ir;
+}
+
+TEST_F(RoundTrip, SigtermLetsTheCompileInProgressFinishAndKeepsIt) {
+  v1::CompileRequest request = device_request(slow_module(), {"sm_90"});
+  Expected<v1::CompileResponse> result = make_error(ErrorCode::k_unknown, "not run");
+  std::thread client([&] { result = m_client->compile(request); });
+  // Wait until the compile is on a worker, then ask the daemon to stop.
+  for (;;) {
+    auto stats = m_client->stats();
+    ASSERT_TRUE(stats) << stats.error().message;
+    if (stats->running_jobs() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(m_daemon->pid(), SIGTERM);
+  client.join();
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->outcome(), v1::OUTCOME_MISS);
+
+  restart();  // asserts the clean exit
+  auto again = m_client->compile(request);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->outcome(), v1::OUTCOME_HIT);
+  EXPECT_EQ(again->images(0).data(), result->images(0).data());
 }
 
 }  // namespace
