@@ -218,3 +218,30 @@ TEST_F(RoundTrip, SigtermLetsTheCompileInProgressFinishAndKeepsIt) {
 
 }  // namespace
 }  // namespace kcache::test
+
+namespace kcache::test {
+namespace {
+
+TEST(DaemonConfig, ConfigFileSetsOptionsAndFlagsWin) {
+  TempDir dir;
+  write_file(dir.path() / "kcached.toml", "max-archs = 3\nmax-module-size = \"128K\"\nlog-level = \"debug\"\n");
+  auto daemon = DaemonProcess::start(dir.path() / "db", dir.path() / "kcached.log",
+                                     {"--config", (dir.path() / "kcached.toml").string(), "--max-archs", "5"});
+  Client client(ClientOptions{daemon->address()});
+  auto caps = client.capabilities();
+  ASSERT_TRUE(caps) << caps.error().message;
+  EXPECT_EQ(caps->limits().max_archs(), 5u);                   // the flag wins over the file
+  EXPECT_EQ(caps->limits().max_module_bytes(), 128u * 1024);  // from the file
+  EXPECT_EQ(daemon->stop(), 0);
+}
+
+TEST(DaemonConfig, BadFlagsExitWithUsageErrors) {
+  auto size = run_program({KCACHE_DAEMON_PATH, "--max-size", "12X"});
+  EXPECT_EQ(size.exit_code, 2);
+  EXPECT_NE((size.out + size.err).find("'12X' is not a size"), std::string::npos) << size.out << size.err;
+  auto level = run_program({KCACHE_DAEMON_PATH, "--log-level", "loud"});
+  EXPECT_EQ(level.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace kcache::test
