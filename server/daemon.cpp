@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "compile/compiler.hpp"
+#include "compile/object_check.hpp"
 #include "service/service.hpp"
 #include "store/store.hpp"
 #include "worker_pool.hpp"
@@ -23,7 +24,7 @@ constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
 
 Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::unique_ptr<Daemon> d(new Daemon());
-  auto store = Store::open(StoreOptions{config.db});
+  auto store = Store::open(StoreOptions{config.db, check_host_object});
   if (!store) return store.error();
   d->m_store = std::move(*store);
 

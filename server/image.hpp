@@ -26,6 +26,7 @@ struct ImageMeta {
   std::uint64_t size = 0;
   Digest sha256{};
   std::vector<KernelInfo> kernels;
+  std::vector<std::string> stubbed;  // host: what the guard replaced with stubs
   ImageRequest id() const { return {arch, kind}; }
 };
 

@@ -63,6 +63,7 @@ struct JobFlags {
   bool fast_math = false;
   std::vector<std::string> entries;
   std::string cpu;
+  std::string guard = "reject";
 
   void add_to(CLI::App& cmd) {
     cmd.add_option("FILE", file, "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx)")->required();
@@ -78,6 +79,9 @@ struct JobFlags {
     cmd.add_flag("--fast-math", fast_math, "Allow unsafe floating-point optimisations");
     cmd.add_option("--entry", entries, "Export this function as a kernel (repeatable)");
     cmd.add_option("--cpu", cpu, "Host CPU (host jobs)");
+    cmd.add_option("--guard", guard, "Host jobs: reject device-only references, or stub them")
+        ->check(CLI::IsMember({"reject", "stub"}))
+        ->capture_default_str();
   }
 };
 
@@ -133,6 +137,7 @@ v1::CompileRequest build_request(const JobFlags& flags) {
   spec.options.fast_math = flags.fast_math;
   spec.options.entry_points = flags.entries;
   spec.options.cpu = flags.cpu;
+  spec.options.guard = flags.guard == "stub" ? kcache::HostGuard::stub : kcache::HostGuard::reject;
   kcache::wire::fill_request(spec, request);
   for (const std::string& a : flags.archs) request.add_archs(a);
   for (const std::string& e : flags.emit) {
@@ -157,6 +162,7 @@ json image_json(const v1::Image& image, const std::string& path) {
   json j = {{"arch", image.arch()}, {"kind", kind_text(image.kind())}, {"size", image.size()},
             {"sha256", image.sha256()}, {"path", path.empty() ? json(nullptr) : json(path)}};
   if (image.needs_jit()) j["needs_jit"] = true;
+  if (image.stubbed_size() > 0) j["stubbed"] = std::vector<std::string>(image.stubbed().begin(), image.stubbed().end());
   if (image.kernels_size() > 0) {
     json kernels = json::array();
     for (const v1::KernelInfo& k : image.kernels()) {

@@ -113,6 +113,7 @@ Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
     return make_error(ErrorCode::k_invalid_argument,
                       "host jobs target the CPU; '" + spec.target + "' is a GPU triple: send it with side device");
   }
+  if (spec.side == Side::device) o.guard = HostGuard::reject;  // the guard applies to host code only
   if (o.debug_info) o.lineinfo = false;  // full debug info includes line tables
   for (const std::string& name : o.entry_points) {
     if (name.empty()) return make_error(ErrorCode::k_invalid_argument, "an entry point name is empty");

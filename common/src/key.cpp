@@ -59,7 +59,8 @@ Key compute_key(const JobSpec& spec, std::string_view module, const Digest& fing
   hash_field(h, k_tag_cpu, spec.options.cpu);
   hash_byte(h, k_tag_opt_level, static_cast<std::uint8_t>(spec.options.opt_level));
   std::uint8_t flags = (spec.options.debug_info ? 1 : 0) | (spec.options.lineinfo ? 2 : 0) |
-                       (spec.options.fast_math ? 4 : 0);
+                       (spec.options.fast_math ? 4 : 0) |
+                       (spec.options.guard == HostGuard::stub ? 8 : 0);
   hash_byte(h, k_tag_flags, flags);
   for (const std::string& name : spec.options.entry_points) hash_field(h, k_tag_entry_point, name);
   hash_field(h, k_tag_module, as_bytes(sha256(module)));

@@ -53,6 +53,7 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
   spec.options.fast_math = o.fast_math();
   spec.options.entry_points.assign(o.entry_points().begin(), o.entry_points().end());
   spec.options.cpu = o.cpu();
+  spec.options.guard = o.guard() == v1::GUARD_STUB ? HostGuard::stub : HostGuard::reject;
   if (auto ok = canonicalize(spec, host_triple); !ok) return ok.error();
   return spec;
 }
@@ -82,6 +83,7 @@ void fill_request(const JobSpec& spec, v1::CompileRequest& request) {
   o->set_fast_math(spec.options.fast_math);
   o->mutable_entry_points()->Assign(spec.options.entry_points.begin(), spec.options.entry_points.end());
   o->set_cpu(spec.options.cpu);
+  o->set_guard(spec.options.guard == HostGuard::stub ? v1::GUARD_STUB : v1::GUARD_REJECT);
 }
 
 grpc::Status to_status(const Error& error) {

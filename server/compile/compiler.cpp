@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compile/device_pipeline.hpp"
+#include "compile/host_pipeline.hpp"
 
 namespace kcache::server {
 namespace {
@@ -15,9 +16,10 @@ bool contains(const std::vector<std::string>& list, const std::string& item) {
 
 Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<ImageRequest>& images) const {
   if (spec.side == Side::host) {
-    return make_error(ErrorCode::k_unimplemented,
-                      "host compiles are not served yet: they arrive together with the host guard that keeps "
-                      "device-only gpu_* symbols out of host entries");
+    if (spec.format == InputFormat::ptx) {
+      return make_error(ErrorCode::k_invalid_argument, "PTX is device code: send it with side device");
+    }
+    return {};
   }
   for (const ImageRequest& want : images) {
     if (!contains(m_toolchain.device_archs, want.arch)) {
@@ -44,6 +46,7 @@ Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<
 
 Expected<CompileOutput> Compiler::compile(const CompileJob& job) const {
   if (auto supported = check_supported(job.spec, job.images); !supported) return supported.error();
+  if (job.spec.side == Side::host) return compile_host(m_toolchain, job);
   return compile_device(m_toolchain, job);
 }
 

@@ -31,7 +31,7 @@ class Compiler {
   const Toolchain& toolchain() const { return m_toolchain; }
 
   // Refuses, before any work, images this toolchain cannot make: archs LLVM does not know,
-  // cubin without ptxas or for an arch ptxas does not take, host jobs (not yet served).
+  // cubin without ptxas or for an arch ptxas does not take, PTX sent as host code.
   Expected<void> check_supported(const JobSpec& spec, const std::vector<ImageRequest>& images) const;
 
   Expected<CompileOutput> compile(const CompileJob& job) const;

@@ -1,30 +1,10 @@
 #include "compile/device_pipeline.hpp"
 
-#include <llvm/Analysis/CGSCCPassManager.h>
-#include <llvm/Analysis/LoopAnalysisManager.h>
-#include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/CallingConv.h>
 #include <llvm/IR/Constants.h>
-#include <llvm/IR/DebugInfo.h>
-#include <llvm/IR/DiagnosticInfo.h>
-#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
-#include <llvm/IR/Operator.h>
-#include <llvm/IR/Verifier.h>
-#include <llvm/AsmParser/Parser.h>
-#include <llvm/MC/TargetRegistry.h>
-#include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/Error.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/SourceMgr.h>
-#include <llvm/Support/raw_ostream.h>
-#include <llvm/Target/TargetMachine.h>
-#include <llvm/Target/TargetOptions.h>
 #include <llvm/Transforms/Utils/Cloning.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -34,65 +14,14 @@
 #include <set>
 #include <sstream>
 
+#include "compile/llvm_common.hpp"
 #include "compile/process.hpp"
 
 namespace kcache::server {
 namespace {
 
-constexpr const char* k_module_name = "module";
 
-Error invalid(std::string message) { return make_error(ErrorCode::k_invalid_argument, std::move(message)); }
 
-// Collects what LLVM reports while a job runs; errors fail the job, warnings become diagnostics.
-struct Diagnostics {
-  std::vector<std::string> errors;
-  std::vector<std::string> warnings;
-
-  static void handle(const llvm::DiagnosticInfo* info, void* context) {
-    auto* self = static_cast<Diagnostics*>(context);
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    llvm::DiagnosticPrinterRawOStream printer(os);
-    info->print(printer);
-    if (info->getSeverity() == llvm::DS_Error) self->errors.push_back(text);
-    else if (info->getSeverity() == llvm::DS_Warning) self->warnings.push_back(text);
-  }
-};
-
-Expected<std::unique_ptr<llvm::Module>> parse_module(llvm::LLVMContext& ctx, InputFormat format,
-                                                     std::string_view bytes) {
-  if (bytes.empty()) return invalid("the module is empty: send LLVM bitcode, LLVM text IR or PTX");
-  if (format == InputFormat::llvm_bitcode) {
-    llvm::MemoryBufferRef buffer(llvm::StringRef(bytes.data(), bytes.size()), k_module_name);
-    if (!llvm::isBitcode(reinterpret_cast<const unsigned char*>(bytes.data()),
-                         reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size()))) {
-      return invalid("the module is not LLVM bitcode (it does not start with the bitcode magic 'BC' 0xC0DE); "
-                     "send text IR with format ll, or PTX with format ptx");
-    }
-    auto module = llvm::parseBitcodeFile(buffer, ctx);
-    if (!module) return invalid("the module is not valid LLVM bitcode: " + llvm::toString(module.takeError()));
-    return std::move(*module);
-  }
-  // The text parser needs a NUL-terminated buffer; the copy provides it.
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(bytes.data(), bytes.size()), "module.ll");
-  llvm::SMDiagnostic diagnostic;
-  auto module = llvm::parseAssembly(buffer->getMemBufferRef(), diagnostic, ctx);
-  if (!module) {
-    return invalid("LLVM IR syntax error at module.ll:" + std::to_string(diagnostic.getLineNo()) + ":" +
-                   std::to_string(diagnostic.getColumnNo() + 1) + ": " + diagnostic.getMessage().str() +
-                   (diagnostic.getLineContents().empty() ? "" : "\n  " + diagnostic.getLineContents().str()));
-  }
-  return module;
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& item : items) {
-    if (!out.empty()) out += sep;
-    out += item;
-  }
-  return out;
-}
 
 // Kernels marked the old way, with !nvvm.annotations = !{ptr @f, !"kernel", i32 1}.
 std::set<std::string> annotated_kernels(const llvm::Module& m) {
@@ -134,19 +63,6 @@ Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
   return {};
 }
 
-// Fast math: every floating-point operation may be reassociated and approximated, and f32
-// denormals flush to zero (NVPTX's .ftz).
-void apply_fast_math(llvm::Module& m) {
-  for (llvm::Function& f : m) {
-    if (f.isDeclaration()) continue;
-    f.addFnAttr("denormal-fp-math-f32", "preserve-sign,preserve-sign");
-    for (llvm::BasicBlock& bb : f) {
-      for (llvm::Instruction& inst : bb) {
-        if (llvm::isa<llvm::FPMathOperator>(inst)) inst.setFast(true);
-      }
-    }
-  }
-}
 
 // The highest PTX ISA a module's functions ask for through "target-features" (+ptxNN), which
 // inline asm from CUDA headers needs; 0 when none.
@@ -172,39 +88,8 @@ void retarget_functions(llvm::Module& m) {
   }
 }
 
-llvm::OptimizationLevel optimization_level(std::uint32_t level) {
-  switch (level) {
-    case 0: return llvm::OptimizationLevel::O0;
-    case 1: return llvm::OptimizationLevel::O1;
-    case 3: return llvm::OptimizationLevel::O3;
-    default: return llvm::OptimizationLevel::O2;
-  }
-}
 
-llvm::CodeGenOptLevel codegen_level(std::uint32_t level) {
-  switch (level) {
-    case 0: return llvm::CodeGenOptLevel::None;
-    case 1: return llvm::CodeGenOptLevel::Less;
-    case 3: return llvm::CodeGenOptLevel::Aggressive;
-    default: return llvm::CodeGenOptLevel::Default;
-  }
-}
 
-void optimize(llvm::Module& m, llvm::TargetMachine& tm, std::uint32_t level) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(&tm);  // with the target machine, so NVPTX's own passes (NVVMReflect, ...) run
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = level == 0 ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
-                                           : pb.buildPerModuleDefaultPipeline(optimization_level(level));
-  mpm.run(m, mam);
-}
 
 // Kernel names of a PTX module, from its .entry directives.
 std::vector<KernelInfo> ptx_entries(std::string_view ptx) {
@@ -222,47 +107,13 @@ Expected<std::string> emit_ptx(const llvm::Module& source, const CompileJob& job
   std::unique_ptr<llvm::Module> m = llvm::CloneModule(source);
   llvm::Triple triple{llvm::StringRef(k_device_triple.data(), k_device_triple.size())};
   m->setTargetTriple(triple);
-  std::string error;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (target == nullptr) return make_error(ErrorCode::k_internal, "LLVM has no NVPTX target: " + error);
   std::string features = ptx_version > 0 ? "+ptx" + std::to_string(ptx_version) : "";
-  llvm::TargetOptions options;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, arch, features, options, std::nullopt, std::nullopt, codegen_level(job.spec.options.opt_level)));
-  if (!tm) return make_error(ErrorCode::k_internal, "LLVM cannot create a target machine for " + arch);
-  m->setDataLayout(tm->createDataLayout());
-
-  optimize(*m, *tm, job.spec.options.opt_level);
-
-  llvm::SmallString<0> ptx;
-  llvm::raw_svector_ostream os(ptx);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
-    return make_error(ErrorCode::k_internal, "LLVM's NVPTX backend cannot emit PTX for " + arch);
-  }
-  pm.run(*m);
-  if (!diags.errors.empty()) {
-    return invalid("LLVM failed to compile the module for " + arch + ": " + join(diags.errors, "; "));
-  }
-  return std::string(ptx.str());
+  auto tm = make_target_machine(triple, arch, features, std::nullopt, job.spec.options.opt_level);
+  if (!tm) return tm.error();
+  m->setDataLayout((*tm)->createDataLayout());
+  optimize(*m, **tm, job.spec.options.opt_level);
+  return emit(*m, **tm, llvm::CodeGenFileType::AssemblyFile, diags, arch);
 }
-
-// A scratch folder removed when the job ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kcache-job-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) m_path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!m_path.empty()) std::filesystem::remove_all(m_path, ec);
-  }
-  const std::filesystem::path& path() const { return m_path; }
-
- private:
-  std::filesystem::path m_path;
-};
 
 // Fills registers, shared/local memory and spills from `ptxas -v` output into `kernels`.
 void read_resource_usage(const std::string& log, std::vector<KernelInfo>& kernels) {
@@ -347,24 +198,15 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
 
   llvm::LLVMContext ctx;
   Diagnostics diags;
-  ctx.setDiagnosticHandlerCallBack(&Diagnostics::handle, &diags);
-  auto parsed = parse_module(ctx, job.spec.format, job.module);
+  diags.install(ctx);
+  auto parsed = parse_and_verify(ctx, job.spec.format, job.module);
   if (!parsed) return parsed.error();
   llvm::Module& module = **parsed;
-
-  std::string verifier;
-  llvm::raw_string_ostream verifier_os(verifier);
-  if (llvm::verifyModule(module, &verifier_os)) {
-    return invalid("the module fails the LLVM verifier:\n" + verifier);
-  }
   if (auto checked = check_module(module, job); !checked) return checked.error();
 
   int ptx_version = requested_ptx_version(module);
   retarget_functions(module);
-  if (!job.spec.options.debug_info) {
-    if (job.spec.options.lineinfo) llvm::stripNonLineTableDebugInfo(module);
-    else llvm::StripDebugInfo(module);
-  }
+  apply_debug_options(module, job.spec.options);
   if (job.spec.options.fast_math) apply_fast_math(module);
 
   // One PTX per arch, shared by that arch's ptx and cubin images.

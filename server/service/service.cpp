@@ -29,6 +29,7 @@ void to_proto(const ImageMeta& meta, v1::Image& out) {
     info->set_spill_stores(k.spill_stores);
     info->set_spill_loads(k.spill_loads);
   }
+  for (const std::string& s : meta.stubbed) out.add_stubbed(s);
 }
 
 std::string image_list(const std::vector<ImageMeta>& metas) {

@@ -114,6 +114,8 @@ std::string encode_meta(const ImageMeta& m) {
     w.uint(k.spill_stores);
     w.uint(k.spill_loads);
   }
+  w.uint<std::uint16_t>(static_cast<std::uint16_t>(m.stubbed.size()));
+  for (const std::string& s : m.stubbed) w.str16(s);
   return w.take();
 }
 
@@ -139,6 +141,11 @@ std::optional<ImageMeta> decode_meta(std::string_view value, std::string arch) {
       return std::nullopt;
     }
     m.kernels.push_back(std::move(k));
+  }
+  std::uint16_t stubbed = 0;
+  if (!r.uint(stubbed)) return std::nullopt;
+  for (std::uint16_t i = 0; i < stubbed; ++i) {
+    if (!r.str16(m.stubbed.emplace_back())) return std::nullopt;
   }
   if (!r.done()) return std::nullopt;
   return m;
@@ -199,6 +206,7 @@ Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
       {"meta", rocksdb::ColumnFamilyOptions()},
   };
   std::unique_ptr<Store> store(new Store());
+  store->m_host_image_check = options.host_image_check;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.path.string(), families, &store->m_handles, &db);
   if (!s.ok()) {
@@ -242,11 +250,19 @@ rocksdb::ColumnFamilyHandle* Store::family(Side side) const { return side == Sid
 
 Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images) {
   for (const Image& image : images) {
+    auto refuse = [&](const std::string& why) {
+      std::string message = "store: refusing " + std::string(side_name(side)) + " entry " + key.hex() + ", image " +
+                            image.meta.arch + "." + std::string(kind_name(image.meta.kind)) + ": " + why;
+      spdlog::error("{}", message);
+      return make_error(ErrorCode::k_internal, message);
+    };
     if (image.meta.size != image.data.size() || sha256(image.data) != image.meta.sha256) {
-      return make_error(ErrorCode::k_internal, "store: image " + image.meta.arch + "." +
-                                                   std::string(kind_name(image.meta.kind)) +
-                                                   " does not match its digest; not stored");
+      return refuse("it does not match its digest");
     }
+    if (kind_side(image.meta.kind) != side) return refuse("the image kind belongs to the other side");
+    if (side != Side::host) continue;
+    if (!m_host_image_check) return refuse("no host image check is configured");
+    if (auto checked = m_host_image_check(image.data); !checked) return refuse(checked.error().message);
   }
   std::lock_guard lock(m_write_mutex);
   rocksdb::ColumnFamilyHandle* cf = family(side);

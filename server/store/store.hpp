@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -37,8 +38,13 @@ struct StoreStats {
   std::uint64_t corrupt_dropped = 0;
 };
 
+// Checks a host image before it is written (the daemon passes check_host_object, which reads the
+// object's symbol table). Without one, the store refuses every host image: it fails closed.
+using HostImageCheck = std::function<Expected<void>(std::string_view object)>;
+
 struct StoreOptions {
   std::filesystem::path path;
+  HostImageCheck host_image_check;
 };
 
 class Store {
@@ -50,7 +56,9 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Writes the entry record and every image under (side, key) in one atomic WriteBatch,
-  // replacing images of the same (arch, kind). Image digests must match their data.
+  // replacing images of the same (arch, kind). Refuses (INTERNAL, logged) an image whose digest
+  // does not match its data, whose kind belongs to the other side, or, on the host side, that
+  // the host image check rejects.
   Expected<void> put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images);
 
   // The metadata of every image stored under (side, key); empty when the key is absent.
@@ -79,6 +87,7 @@ class Store {
   rocksdb::ColumnFamilyHandle* m_meta = nullptr;
 
   // Serialises writers so the usage counters in `meta` change in the same batch as the data.
+  HostImageCheck m_host_image_check;
   std::mutex m_write_mutex;
   std::atomic<std::uint64_t> m_entries{0}, m_images{0}, m_bytes{0}, m_corrupt{0};  // lock-free reads
 };

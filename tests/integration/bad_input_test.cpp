@@ -65,7 +65,7 @@ TEST_F(BadInput, EachIsRefusedClearlyAndNothingIsStored) {
   v1::CompileRequest host = device_request(saxpy, {});
   host.set_side(v1::SIDE_HOST);
   host.clear_emit();
-  expect_refused(host, ErrorCode::k_unimplemented, "host compiles are not served yet");
+  expect_refused(host, ErrorCode::k_invalid_argument, "a GPU triple: this is a device module, send it with side device");
 
   auto stats = m_client->stats();
   ASSERT_TRUE(stats);

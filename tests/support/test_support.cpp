@@ -176,6 +176,15 @@ std::string to_bitcode(const std::string& text_ir) {
   return out;
 }
 
+std::string host_object_with_llc(const std::string& text_ir) {
+  TempDir dir;
+  write_file(dir.path() / "m.ll", text_ir);
+  auto r = run_program({KCACHE_LLC_PATH, "-filetype=obj", "-relocation-model=pic", "-o", (dir.path() / "m.o").string(),
+                        (dir.path() / "m.ll").string()});
+  if (r.exit_code != 0) throw std::runtime_error("llc failed: " + r.err);
+  return read_file(dir.path() / "m.o");
+}
+
 std::filesystem::path ptxas_path() {
   std::filesystem::path p = "/usr/local/cuda/bin/ptxas";
   return std::filesystem::exists(p) ? p : std::filesystem::path();

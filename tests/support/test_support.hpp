@@ -66,6 +66,10 @@ void write_file(const std::filesystem::path& path, const std::string& data);
 // LLVM bitcode of a text IR module (through LLVM itself).
 std::string to_bitcode(const std::string& text_ir);
 
+// A relocatable x86-64 object compiled from text IR with LLVM's llc, bypassing kcache entirely
+// (to test the store's own refusal).
+std::string host_object_with_llc(const std::string& text_ir);
+
 // The CUDA toolkit's ptxas, or empty when the toolkit is absent.
 std::filesystem::path ptxas_path();
 

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "compile/object_check.hpp"
 #include "store/store.hpp"
 #include "test_support.hpp"
 
@@ -21,7 +22,7 @@ class StoreTest : public ::testing::Test {
   }
   void reopen() {
     m_store.reset();
-    auto store = Store::open({m_dir.path() / "db"});
+    auto store = Store::open({m_dir.path() / "db", check_host_object});
     ASSERT_TRUE(store) << store.error().message;
     m_store = std::move(*store);
   }
@@ -66,12 +67,13 @@ TEST_F(StoreTest, ReplacingAnImageKeepsCountersExactAndSurvivesReopen) {
   ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "12345")}));
   ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "12")}));
   ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image({"sm_80", ImageKind::ptx}, "123")}));
-  ASSERT_TRUE(m_store->put(Side::host, key("b"), {}, std::vector{make_image({"x86_64", ImageKind::object}, "o")}));
+  std::string object = test::host_object_with_llc("define i32 @f() {\n  ret i32 1\n}\n");
+  ASSERT_TRUE(m_store->put(Side::host, key("b"), {}, std::vector{make_image({"x86_64", ImageKind::object}, object)}));
   reopen();
   StoreStats s = m_store->stats();
   EXPECT_EQ(s.entries, 2u);
   EXPECT_EQ(s.images, 3u);
-  EXPECT_EQ(s.bytes, 2u + 3u + 1u);
+  EXPECT_EQ(s.bytes, 2u + 3u + object.size());
 }
 
 TEST_F(StoreTest, RefusesAnImageWhoseDigestDoesNotMatch) {
@@ -142,6 +144,51 @@ TEST_F(StoreTest, CorruptTableBlockIsDroppedNotServed) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, ErrorCode::k_not_found);
   EXPECT_EQ(m_store->stats().corrupt_dropped, 1u);
+}
+
+// The last line of defence, tested on its own: objects made without kcache's guard.
+TEST_F(StoreTest, RefusesHostObjectsNamingDeviceOnlySymbols) {
+  struct Case {
+    const char* name;
+    std::string ir;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {"call", "declare ptr @gpu_malloc(i64)\ndefine ptr @f() {\n  %p = call ptr @gpu_malloc(i64 8)\n  ret ptr %p\n}\n",
+       "gpu_malloc (referenced)"},
+      {"definition", "define void @gpu_helper() {\n  ret void\n}\n", "gpu_helper (defined)"},
+      {"pointer in data", "declare void @gpu_signal_exception()\n@table = global ptr @gpu_signal_exception\n",
+       "gpu_signal_exception (referenced)"},
+  };
+  for (const Case& c : cases) {
+    Image image = make_image({"x86_64", ImageKind::object}, test::host_object_with_llc(c.ir));
+    auto put = m_store->put(Side::host, key(c.name), {}, std::vector{image});
+    ASSERT_FALSE(put) << c.name;
+    EXPECT_EQ(put.error().code, ErrorCode::k_internal);
+    EXPECT_NE(put.error().message.find(c.expect), std::string::npos) << put.error().message;
+    auto listed = m_store->list(Side::host, key(c.name));
+    ASSERT_TRUE(listed);
+    EXPECT_TRUE(listed->empty());
+  }
+  EXPECT_EQ(m_store->stats().entries, 0u);
+  std::string clean = test::host_object_with_llc("define i32 @f() {\n  ret i32 1\n}\n");
+  EXPECT_TRUE(m_store->put(Side::host, key("clean"), {}, std::vector{make_image({"x86_64", ImageKind::object}, clean)}));
+}
+
+TEST_F(StoreTest, RefusesImagesOfTheOtherSideAndFailsClosedWithoutACheck) {
+  auto device_object = m_store->put(Side::device, key("a"), {}, std::vector{make_image({"x86_64", ImageKind::object}, "o")});
+  ASSERT_FALSE(device_object);
+  EXPECT_NE(device_object.error().message.find("other side"), std::string::npos);
+  auto host_ptx = m_store->put(Side::host, key("a"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "ptx")});
+  ASSERT_FALSE(host_ptx);
+
+  m_store.reset();
+  auto unchecked = Store::open({m_dir.path() / "db"});
+  ASSERT_TRUE(unchecked);
+  std::string clean = test::host_object_with_llc("define i32 @f() {\n  ret i32 1\n}\n");
+  auto put = (*unchecked)->put(Side::host, key("b"), {}, std::vector{make_image({"x86_64", ImageKind::object}, clean)});
+  ASSERT_FALSE(put);
+  EXPECT_NE(put.error().message.find("no host image check"), std::string::npos);
 }
 
 }  // namespace

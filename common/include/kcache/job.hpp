@@ -44,6 +44,9 @@ struct SmArch {
 // Parses "sm_XY", "sm_XYZ", with an optional 'a' or 'f' suffix.
 std::optional<SmArch> parse_sm_arch(std::string_view text);
 
+// What the host guard does with references to device-only symbols (see server/compile/guard.hpp).
+enum class HostGuard : std::uint8_t { reject = 0, stub = 1 };
+
 // The options that change the generated code; every field is part of the key.
 struct CompileOptions {
   std::uint32_t opt_level = 2;
@@ -52,6 +55,7 @@ struct CompileOptions {
   bool fast_math = false;
   std::vector<std::string> entry_points;
   std::string cpu;  // host only
+  HostGuard guard = HostGuard::reject;  // host only; device jobs are canonicalised to reject
 };
 
 // A job without its module bytes and without the archs/kinds it asks for (those name images

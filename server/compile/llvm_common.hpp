@@ -1,0 +1,70 @@
+// The LLVM steps both pipelines share: parsing and verifying a module, target machines,
+// optimisation with the new pass manager, code emission, debug-info and fast-math options.
+#pragma once
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/CodeGen.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/expected.hpp"
+#include "kcache/job.hpp"
+
+namespace kcache::server {
+
+inline Error invalid(std::string message) { return make_error(ErrorCode::k_invalid_argument, std::move(message)); }
+
+std::string join(const std::vector<std::string>& items, std::string_view separator);
+
+// Collects what LLVM reports while a job runs; errors fail the job, warnings become diagnostics.
+// Install with install(ctx) before parsing.
+struct Diagnostics {
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+  void install(llvm::LLVMContext& ctx);
+};
+
+// Parses bitcode or text IR (errors name line and column) and runs the verifier.
+Expected<std::unique_ptr<llvm::Module>> parse_and_verify(llvm::LLVMContext& ctx, InputFormat format,
+                                                         std::string_view bytes);
+
+// Keeps full debug info, line tables only, or none, as the options say.
+void apply_debug_options(llvm::Module& m, const CompileOptions& options);
+
+// Fast math: every floating-point operation may be reassociated and approximated, and f32
+// denormals flush to zero.
+void apply_fast_math(llvm::Module& m);
+
+Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const llvm::Triple& triple, const std::string& cpu,
+                                                                  const std::string& features,
+                                                                  std::optional<llvm::Reloc::Model> reloc,
+                                                                  std::uint32_t opt_level);
+
+// Runs the default optimisation pipeline for `opt_level`, with the target's own passes.
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, std::uint32_t opt_level);
+
+// Emits assembly or an object; fails if LLVM reported an error while doing so.
+Expected<std::string> emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGenFileType type,
+                           const Diagnostics& diags, const std::string& what);
+
+// A scratch folder removed when the job ends.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return m_path; }
+
+ private:
+  std::filesystem::path m_path;
+};
+
+}  // namespace kcache::server
