@@ -14,8 +14,22 @@ constexpr std::array k_functions = {
 };
 
 }  // namespace
+}  // namespace kcache::rtlib
+
+extern const unsigned char kcache_rtlib_bitcode[];
+extern const std::size_t kcache_rtlib_bitcode_size;
+
+namespace kcache::rtlib {
 
 std::span<const RuntimeFunction> runtime_functions() { return k_functions; }
+
+std::string_view device_bitcode() {
+  return {reinterpret_cast<const char*>(kcache_rtlib_bitcode), kcache_rtlib_bitcode_size};
+}
+
+bool is_driver_provided(std::string_view name) {
+  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail";
+}
 
 const std::string& rtlib_digest() {
   static const std::string digest = [] {
@@ -26,6 +40,7 @@ const std::string& rtlib_digest() {
         h.update(std::string_view("\0", 1));
       }
     }
+    h.update(device_bitcode());
     return to_hex(h.finish());
   }();
   return digest;

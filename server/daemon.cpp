@@ -30,10 +30,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
 
   d->m_compiler = std::make_unique<Compiler>(detect_toolchain(config.cuda_root));
   const Toolchain& t = d->m_compiler->toolchain();
-  spdlog::info("toolchain: LLVM {}, {} device archs ({}..{}), CUDA {}, fingerprint {:.16}", t.llvm_version,
-               t.device_archs.size(), t.device_archs.empty() ? "-" : t.device_archs.front(),
+  spdlog::info("toolchain: LLVM {}, {} device archs ({}..{}), CUDA {}, PTX ISA {}, libdevice {}, fingerprint {:.16}",
+               t.llvm_version, t.device_archs.size(), t.device_archs.empty() ? "-" : t.device_archs.front(),
                t.device_archs.empty() ? "-" : t.device_archs.back(),
-               t.cuda_present ? t.ptxas_version : "absent (PTX only)", to_hex(t.fingerprint));
+               t.cuda_present ? t.ptxas_version : "absent (PTX only)",
+               t.max_ptx_version > 0 ? std::to_string(t.max_ptx_version) : "LLVM's default per arch",
+               t.libdevice.empty() ? "absent" : "present", to_hex(t.fingerprint));
 
   d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
   ServiceLimits limits;

@@ -79,7 +79,9 @@ struct JobFlags {
     cmd.add_flag("--fast-math", fast_math, "Allow unsafe floating-point optimisations");
     cmd.add_option("--entry", entries, "Export this function as a kernel (repeatable)");
     cmd.add_option("--cpu", cpu, "Host CPU (host jobs)");
-    cmd.add_option("--guard", guard, "Host jobs: reject device-only references, or stub them")
+    cmd.add_option("--host-runtime", guard,
+                   "Host jobs: reject device-only (gpu_*, rtlib, NVVM) references, or stub them with functions "
+                   "that fail loudly when called")
         ->check(CLI::IsMember({"reject", "stub"}))
         ->capture_default_str();
   }
@@ -235,7 +237,12 @@ int run_compile(kcache::Client& client, const GlobalFlags& g, const JobFlags& jo
     std::cout << j.dump() << '\n';
   } else {
     print_images(outcome_text(response->outcome()) + "  " + response->key(), images, paths);
-    for (const std::string& d : response->diagnostics()) std::fprintf(stderr, "warning: %s\n", d.c_str());
+    for (const v1::Image* im : images) {
+      for (const std::string& s : im->stubbed()) std::printf("  stubbed for the host: %s\n", s.c_str());
+    }
+    for (const std::string& d : response->diagnostics()) {
+      if (!d.starts_with("stubbed")) std::fprintf(stderr, "warning: %s\n", d.c_str());
+    }
   }
   return k_exit_ok;
 }
@@ -328,6 +335,8 @@ int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
             {"host_triple", caps->host_triple()},
             {"device_archs", std::vector<std::string>(caps->device_archs().begin(), caps->device_archs().end())},
             {"cubin_archs", std::vector<std::string>(caps->cubin_archs().begin(), caps->cubin_archs().end())},
+            {"ptx_isa_version", caps->ptx_isa_version()},
+            {"libdevice_present", caps->libdevice_present()},
             {"max_module_bytes", caps->limits().max_module_bytes()},
             {"max_archs", caps->limits().max_archs()}};
   std::cout << (g.json ? j.dump() : j.dump(2)) << '\n';

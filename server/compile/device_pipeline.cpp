@@ -4,6 +4,11 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Transforms/IPO/Internalize.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 
 #include "compile/llvm_common.hpp"
 #include "compile/process.hpp"
+#include "kcache/rtlib.hpp"
 
 namespace kcache::server {
 namespace {
@@ -63,6 +69,129 @@ Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
   return {};
 }
 
+
+// Every kernel of the module: ptx_kernel calling convention or !nvvm.annotations.
+std::set<std::string> kernel_names(const llvm::Module& m) {
+  std::set<std::string> out = annotated_kernels(m);
+  for (const llvm::Function& f : m) {
+    if (f.getCallingConv() == llvm::CallingConv::PTX_Kernel) out.insert(f.getName().str());
+  }
+  return out;
+}
+
+std::string users_text(const llvm::GlobalValue& gv) {
+  auto users = users_of(gv);
+  return users.empty() ? "unused" : "used by " + join(users, ", ");
+}
+
+const rtlib::RuntimeFunction* runtime_function(std::string_view name) {
+  for (const rtlib::RuntimeFunction& f : rtlib::runtime_functions()) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+// Checks every reference to a runtime function against the manifest, before linking: GPUCompiler
+// said only "Invalid return type for runtime function 'box_bool'"; this says which declaration,
+// what rtlib expects, and who made the call. Returns whether rtlib is needed.
+Expected<bool> check_runtime_references(const llvm::Module& m) {
+  bool needed = false;
+  for (const llvm::Function& f : m) {
+    std::string name = f.getName().str();
+    if (!name.starts_with("gpu_")) continue;
+    const rtlib::RuntimeFunction* rf = runtime_function(name);
+    if (rf == nullptr) {
+      std::vector<std::string> known;
+      for (const auto& r : rtlib::runtime_functions()) known.emplace_back(r.name);
+      return invalid("'" + name + "' (" + users_text(f) +
+                     ") uses the reserved gpu_ prefix but is not an rtlib function; rtlib provides " + join(known, ", "));
+    }
+    if (!f.isDeclaration()) {
+      return invalid("the module defines '" + name + "', which rtlib provides (" + std::string(rf->meaning) +
+                     "); declare it instead of defining it");
+    }
+    std::string found;
+    llvm::raw_string_ostream os(found);
+    f.getFunctionType()->print(os);
+    os.flush();
+    if (found != rf->signature) {
+      return invalid("runtime function '" + name + "' is declared as '" + found + "', but rtlib defines it as '" +
+                     std::string(rf->signature) + "' (" + std::string(rf->meaning) + "); " + users_text(f) +
+                     ". Declare it as rtlib/manifest.def says.");
+    }
+    needed = needed || !f.use_empty();
+  }
+  return needed;
+}
+
+bool uses_libdevice(const llvm::Module& m) {
+  for (const llvm::Function& f : m) {
+    if (f.isDeclaration() && f.getName().starts_with("__nv_") && !f.use_empty()) return true;
+  }
+  return false;
+}
+
+// Links `bitcode` into `m`, taking only the definitions `m` uses.
+Expected<void> link_needed(llvm::Module& m, std::string_view bitcode, const std::string& what, Diagnostics& diags) {
+  llvm::MemoryBufferRef buffer(llvm::StringRef(bitcode.data(), bitcode.size()), what);
+  auto library = llvm::parseBitcodeFile(buffer, m.getContext());
+  if (!library) {
+    return make_error(ErrorCode::k_internal, "cannot read " + what + ": " + llvm::toString(library.takeError()));
+  }
+  (*library)->setTargetTriple(m.getTargetTriple());
+  (*library)->setDataLayout(m.getDataLayout());
+  if (llvm::Linker::linkModules(m, std::move(*library), llvm::Linker::Flags::LinkOnlyNeeded)) {
+    return make_error(ErrorCode::k_internal, "linking " + what + " failed: " + join(diags.errors, "; "));
+  }
+  return {};
+}
+
+// What is still undefined after linking must come from the driver, or the module cannot load.
+Expected<void> check_undefined(const llvm::Module& m) {
+  std::vector<std::string> undefined;
+  for (const llvm::GlobalValue& gv : m.global_values()) {
+    if (!gv.isDeclaration() || gv.use_empty() || llvm::isa<llvm::GlobalAlias>(gv)) continue;
+    if (const auto* f = llvm::dyn_cast<llvm::Function>(&gv); f != nullptr && f->isIntrinsic()) continue;
+    if (rtlib::is_driver_provided(gv.getName())) continue;
+    if (gv.getName() == "__nvvm_reflect") continue;  // libdevice's query, answered by the NVVMReflect pass
+    undefined.push_back(gv.getName().str() + " (" + users_text(gv) + ")");
+  }
+  if (undefined.empty()) return {};
+  return invalid("undefined symbols remain after linking rtlib and libdevice: " + join(undefined, "; ") +
+                 ". Define them in the module; only vprintf, malloc, free and __assertfail come from the driver.");
+}
+
+// Links rtlib and libdevice as needed, checks what is left, and internalizes: only kernels (and
+// device variables, which host code reads by name) stay visible.
+Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain, const CompileJob& job,
+                                     Diagnostics& diags) {
+  auto needs_rtlib = check_runtime_references(m);
+  if (!needs_rtlib) return needs_rtlib.error();
+  m.setTargetTriple(llvm::Triple{llvm::StringRef(k_device_triple.data(), k_device_triple.size())});
+  if (*needs_rtlib) {
+    if (auto linked = link_needed(m, rtlib::device_bitcode(), "rtlib.bc", diags); !linked) return linked.error();
+  }
+  if (uses_libdevice(m)) {
+    if (toolchain.libdevice.empty()) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "the module calls libdevice functions (__nv_*) but libdevice is not installed at " +
+                            (toolchain.cuda_root / "nvvm/libdevice/libdevice.10.bc").string() +
+                            "; install the CUDA toolkit there or start kcached with --cuda-root");
+    }
+    if (m.getModuleFlag("nvvm-reflect-ftz") == nullptr) {
+      m.addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", job.spec.options.fast_math ? 1 : 0);
+    }
+    if (auto linked = link_needed(m, toolchain.libdevice_bitcode, "libdevice.10.bc", diags); !linked) {
+      return linked.error();
+    }
+  }
+  if (auto defined = check_undefined(m); !defined) return defined.error();
+  std::set<std::string> kernels = kernel_names(m);
+  llvm::internalizeModule(m, [&](const llvm::GlobalValue& gv) {
+    return llvm::isa<llvm::GlobalVariable>(gv) || kernels.count(gv.getName().str()) > 0;
+  });
+  return {};
+}
 
 // The highest PTX ISA a module's functions ask for through "target-features" (+ptxNN), which
 // inline asm from CUDA headers needs; 0 when none.
@@ -204,7 +333,10 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
   llvm::Module& module = **parsed;
   if (auto checked = check_module(module, job); !checked) return checked.error();
 
-  int ptx_version = requested_ptx_version(module);
+  // The newest PTX ISA both LLVM and ptxas take, never older than the module asks for (inline
+  // asm from CUDA headers needs it). Read before rtlib, whose clang tags would count too.
+  int ptx_version = std::max(requested_ptx_version(module), toolchain.max_ptx_version);
+  if (auto linked = link_device_libraries(module, toolchain, job, diags); !linked) return linked.error();
   retarget_functions(module);
   apply_debug_options(module, job.spec.options);
   if (job.spec.options.fast_math) apply_fast_math(module);

@@ -29,32 +29,8 @@ std::string describe(std::string_view name) {
   return "reserved gpu_ name";
 }
 
-// Names what refers to `v`, looking through constant expressions and aggregates.
-void collect_users(const llvm::Value* v, std::set<std::string>& out, std::set<const llvm::Value*>& seen) {
-  for (const llvm::User* u : v->users()) {
-    if (!seen.insert(u).second) continue;
-    if (const auto* inst = llvm::dyn_cast<llvm::Instruction>(u)) {
-      out.insert("function '" + inst->getFunction()->getName().str() + "'");
-    } else if (const auto* f = llvm::dyn_cast<llvm::Function>(u)) {
-      out.insert("function '" + f->getName().str() + "' (personality or prefix data)");
-    } else if (const auto* gv = llvm::dyn_cast<llvm::GlobalVariable>(u)) {
-      std::string name = gv->getName().str();
-      out.insert(name == "llvm.used" || name == "llvm.compiler.used" ? name : "global '" + name + "'");
-    } else if (const auto* ga = llvm::dyn_cast<llvm::GlobalAlias>(u)) {
-      out.insert("alias '" + ga->getName().str() + "'");
-    } else if (const auto* gi = llvm::dyn_cast<llvm::GlobalIFunc>(u)) {
-      out.insert("ifunc '" + gi->getName().str() + "'");
-    } else if (llvm::isa<llvm::Constant>(u)) {
-      collect_users(u, out, seen);
-    }
-  }
-}
-
 GuardFinding finding_for(const llvm::GlobalValue& gv, std::string what) {
-  std::set<std::string> users;
-  std::set<const llvm::Value*> seen;
-  collect_users(&gv, users, seen);
-  return GuardFinding{gv.getName().str(), std::move(what), {users.begin(), users.end()}};
+  return GuardFinding{gv.getName().str(), std::move(what), users_of(gv)};
 }
 
 llvm::Function* hook(llvm::Module& m) {

@@ -4,7 +4,10 @@
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/Constants.h>
 #include <llvm/IR/DebugInfo.h>
+#include <llvm/IR/GlobalAlias.h>
+#include <llvm/IR/GlobalIFunc.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -20,6 +23,7 @@
 #include <llvm/Config/llvm-config.h>
 
 #include <cstdlib>
+#include <set>
 
 namespace kcache::server {
 namespace {
@@ -77,7 +81,35 @@ Expected<std::unique_ptr<llvm::Module>> parse(llvm::LLVMContext& ctx, InputForma
   return module;
 }
 
+// Names what refers to `v`, looking through constant expressions and aggregates.
+void collect_users(const llvm::Value* v, std::set<std::string>& out, std::set<const llvm::Value*>& seen) {
+  for (const llvm::User* u : v->users()) {
+    if (!seen.insert(u).second) continue;
+    if (const auto* inst = llvm::dyn_cast<llvm::Instruction>(u)) {
+      out.insert("function '" + inst->getFunction()->getName().str() + "'");
+    } else if (const auto* f = llvm::dyn_cast<llvm::Function>(u)) {
+      out.insert("function '" + f->getName().str() + "' (personality or prefix data)");
+    } else if (const auto* gv = llvm::dyn_cast<llvm::GlobalVariable>(u)) {
+      std::string name = gv->getName().str();
+      out.insert(name == "llvm.used" || name == "llvm.compiler.used" ? name : "global '" + name + "'");
+    } else if (const auto* ga = llvm::dyn_cast<llvm::GlobalAlias>(u)) {
+      out.insert("alias '" + ga->getName().str() + "'");
+    } else if (const auto* gi = llvm::dyn_cast<llvm::GlobalIFunc>(u)) {
+      out.insert("ifunc '" + gi->getName().str() + "'");
+    } else if (llvm::isa<llvm::Constant>(u)) {
+      collect_users(u, out, seen);
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> users_of(const llvm::GlobalValue& gv) {
+  std::set<std::string> users;
+  std::set<const llvm::Value*> seen;
+  collect_users(&gv, users, seen);
+  return {users.begin(), users.end()};
+}
 
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string out;

@@ -31,6 +31,10 @@ struct Diagnostics {
   void install(llvm::LLVMContext& ctx);
 };
 
+// Names everything that refers to `gv` ("function 'f'", "global 'table'", "alias 'a'",
+// "llvm.used", ...), looking through constant expressions and aggregates; sorted, unique.
+std::vector<std::string> users_of(const llvm::GlobalValue& gv);
+
 // Parses bitcode or text IR (errors name line and column) and runs the verifier.
 Expected<std::unique_ptr<llvm::Module>> parse_and_verify(llvm::LLVMContext& ctx, InputFormat format,
                                                          std::string_view bytes);

@@ -7,7 +7,10 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -71,6 +74,56 @@ void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root) {
   t.cuda_present = true;
 }
 
+void detect_libdevice(Toolchain& t, const std::filesystem::path& cuda_root) {
+  std::filesystem::path path = cuda_root / "nvvm" / "libdevice" / "libdevice.10.bc";
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return;
+  t.libdevice_bitcode.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  if (!t.libdevice_bitcode.empty()) t.libdevice = path;
+}
+
+// PTX ISA versions the linked LLVM's NVPTX backend can emit (its +ptxNN features).
+std::vector<int> llvm_ptx_versions() {
+  llvm::Triple triple{llvm::StringRef(k_device_triple.data(), k_device_triple.size())};
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (target == nullptr) return {};
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+  std::vector<int> out;
+  static const std::regex ptx("ptx([0-9]+)");
+  for (const auto& feature : sti->getAllProcessorFeatures()) {
+    std::cmatch m;
+    std::string key = feature.Key;
+    if (std::regex_match(key.c_str(), m, ptx)) out.push_back(std::stoi(m[1]));
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+// The newest PTX ISA that LLVM emits and ptxas accepts, found by asking ptxas to parse an empty
+// module of each version, newest first.
+int newest_common_ptx_version(const Toolchain& t) {
+  if (!t.cuda_present) return 0;
+  char dir_template[] = "/tmp/kcache-ptx-probe-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return 0;
+  std::filesystem::path dir = dir_template, file = dir / "probe.ptx";
+  int found = 0;
+  for (int version : llvm_ptx_versions()) {
+    {
+      std::ofstream f(file);
+      f << ".version " << version / 10 << "." << version % 10 << "\n.target sm_75\n.address_size 64\n";
+    }
+    auto r = run_process({t.ptxas.string(), "-arch=sm_75", "-o", (dir / "probe.cubin").string(), file.string()});
+    if (r && r->exit_code == 0) {
+      found = version;
+      break;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return found;
+}
+
 void hash_part(Sha256& h, std::string_view name, std::string_view value) {
   h.update(name);
   h.update("=");
@@ -88,6 +141,8 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root) {
   t.rtlib_digest = rtlib::rtlib_digest();
   t.device_archs = llvm_device_archs();
   detect_cuda(t, cuda_root);
+  detect_libdevice(t, cuda_root);
+  t.max_ptx_version = newest_common_ptx_version(t);
 
   Sha256 h;
   hash_part(h, "pipeline", std::to_string(k_pipeline_version));
@@ -95,6 +150,8 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root) {
   hash_part(h, "host", t.host_triple);
   hash_part(h, "rtlib", t.rtlib_digest);
   hash_part(h, "ptxas", t.cuda_present ? t.ptxas_version : "absent");
+  hash_part(h, "ptx", std::to_string(t.max_ptx_version));
+  hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
   t.fingerprint = h.finish();
   return t;
 }

@@ -24,6 +24,10 @@ struct Toolchain {
   std::filesystem::path ptxas;
   std::string ptxas_version;              // the version line ptxas prints
   std::vector<std::string> cubin_archs;   // sm_XX ptxas accepts
+  int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas
+
+  std::filesystem::path libdevice;        // nvvm/libdevice/libdevice.10.bc, empty when absent
+  std::string libdevice_bitcode;          // its bytes, read once
 
   Digest fingerprint{};
 };

@@ -287,6 +287,8 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetC
   response->add_device_kinds(v1::KIND_PTX);
   if (t.cuda_present) response->add_device_kinds(v1::KIND_CUBIN);
   response->set_host_triple(t.host_triple);
+  response->set_ptx_isa_version(static_cast<std::uint32_t>(t.max_ptx_version));
+  response->set_libdevice_present(!t.libdevice.empty());
   response->mutable_limits()->set_max_module_bytes(m_limits.max_module_bytes);
   response->mutable_limits()->set_max_archs(m_limits.max_archs);
   response->mutable_limits()->set_max_message_bytes(m_limits.max_message_bytes);

@@ -17,13 +17,13 @@ class BadInput : public DaemonTest {
   }
 
   void expect_still_serving() {
-    auto ok = m_client->compile(device_request(read_test_data("saxpy.ll"), {"sm_80"}));
+    auto ok = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
     ASSERT_TRUE(ok) << ok.error().message;
   }
 };
 
 TEST_F(BadInput, EachIsRefusedClearlyAndNothingIsStored) {
-  const std::string saxpy = read_test_data("saxpy.ll");
+  const std::string saxpy = read_test_data("kernels/saxpy.ll");
   auto bitcode = [](std::string bytes) {
     v1::CompileRequest r = device_request(std::move(bytes), {"sm_90"});
     r.set_format(v1::FORMAT_LLVM_BITCODE);
@@ -90,7 +90,7 @@ TEST_F(NoToolkit, CubinIsAFailedPreconditionAndPtxStillWorks) {
   auto caps = m_client->capabilities();
   ASSERT_TRUE(caps);
   EXPECT_FALSE(caps->cuda_present());
-  expect_refused(device_request(read_test_data("saxpy.ll"), {"sm_90"}, {v1::KIND_CUBIN}),
+  expect_refused(device_request(read_test_data("kernels/saxpy.ll"), {"sm_90"}, {v1::KIND_CUBIN}),
                  ErrorCode::k_failed_precondition, "no CUDA toolkit (ptxas) under /nonexistent/cuda");
   expect_still_serving();
 }

@@ -21,7 +21,7 @@ json parse_json(const CommandResult& r) {
 
 TEST_F(Cli, CompileWritesOneFilePerImageAndReportsMissThenHit) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll", out = m_dir.path() / "out";
-  write_file(src, read_test_data("saxpy.ll"));
+  write_file(src, read_test_data("kernels/saxpy.ll"));
   std::vector<std::string> args = {"--json", "compile", src.string(), "--arch", "sm_80,sm_90", "--out-dir", out.string()};
   auto first = run_cli(args, m_daemon->address());
   ASSERT_EQ(first.exit_code, 0) << first.err;
@@ -45,7 +45,7 @@ TEST_F(Cli, CompileWritesOneFilePerImageAndReportsMissThenHit) {
 
 TEST_F(Cli, KeyFetchLookupAndStatsAgree) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll";
-  write_file(src, read_test_data("saxpy.ll"));
+  write_file(src, read_test_data("kernels/saxpy.ll"));
   auto key = run_cli({"key", src.string(), "-O", "3"}, m_daemon->address());
   ASSERT_EQ(key.exit_code, 0) << key.err;
   std::string k = key.out.substr(0, 64);
@@ -106,7 +106,7 @@ TEST_F(Cli, ExitCodesDistinguishBadInputNotFoundUnavailableAndUsage) {
 
 TEST_F(Cli, OutputFileNeedsExactlyOneImage) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll";
-  write_file(src, read_test_data("saxpy.ll"));
+  write_file(src, read_test_data("kernels/saxpy.ll"));
   auto two = run_cli({"compile", src.string(), "--arch", "sm_80,sm_90", "-o", (m_dir.path() / "x").string()},
                      m_daemon->address());
   EXPECT_EQ(two.exit_code, 2);

@@ -172,7 +172,7 @@ TEST_F(Host, HostAndDeviceEntriesNeverMeet) {
 }
 
 TEST_F(Host, DeviceCodeSentAsHostIsRefused) {
-  auto saxpy = m_client->compile(host_request(read_test_data("saxpy.ll")));
+  auto saxpy = m_client->compile(host_request(read_test_data("kernels/saxpy.ll")));
   ASSERT_FALSE(saxpy);
   EXPECT_EQ(saxpy.error().code, ErrorCode::k_invalid_argument);
   EXPECT_NE(saxpy.error().message.find("send it with side device"), std::string::npos) << saxpy.error().message;

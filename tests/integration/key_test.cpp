@@ -8,7 +8,7 @@ namespace {
 using Keys = DaemonTest;
 
 TEST_F(Keys, ClientAndServerAgreeForEveryOption) {
-  const std::string saxpy = read_test_data("saxpy.ll");
+  const std::string saxpy = read_test_data("kernels/saxpy.ll");
   std::vector<std::pair<std::string, std::function<void(v1::CompileRequest&)>>> variants = {
       {"defaults", [](v1::CompileRequest&) {}},
       {"O0", [](v1::CompileRequest& r) { r.mutable_options()->set_opt_level(0); }},
@@ -38,7 +38,7 @@ TEST_F(Keys, ClientAndServerAgreeForEveryOption) {
 }
 
 TEST_F(Keys, ArchAndEmitNameImagesNotKeys) {
-  const std::string saxpy = read_test_data("saxpy.ll");
+  const std::string saxpy = read_test_data("kernels/saxpy.ll");
   auto a = m_client->compute_key(device_request(saxpy, {"sm_80"}));
   auto b = m_client->compute_key(device_request(saxpy, {"sm_90", "sm_120"}, {v1::KIND_PTX, v1::KIND_CUBIN}));
   ASSERT_TRUE(a && b);
@@ -46,7 +46,7 @@ TEST_F(Keys, ArchAndEmitNameImagesNotKeys) {
 }
 
 TEST_F(Keys, SideIsPartOfTheKey) {
-  const std::string saxpy = read_test_data("saxpy.ll");
+  const std::string saxpy = read_test_data("kernels/saxpy.ll");
   v1::CompileRequest host = device_request(saxpy, {});
   host.set_side(v1::SIDE_HOST);
   host.clear_emit();
@@ -59,7 +59,7 @@ TEST_F(Keys, SideIsPartOfTheKey) {
 // Text IR and the bitcode of the same module are different inputs and get different keys
 // (keys hash the bytes sent, so the hit path never parses); they compile to the same PTX.
 TEST_F(Keys, TextAndBitcodeOfOneModuleHaveDifferentKeysAndTheSamePtx) {
-  const std::string saxpy = read_test_data("saxpy.ll");
+  const std::string saxpy = read_test_data("kernels/saxpy.ll");
   auto text = m_client->compile(device_request(saxpy, {"sm_90"}));
   auto bitcode = m_client->compile(device_request(to_bitcode(saxpy), {"sm_90"}));
   ASSERT_TRUE(text && bitcode);

@@ -15,7 +15,7 @@ namespace {
 using RoundTrip = DaemonTest;
 
 TEST_F(RoundTrip, MissThenHitThenHitAfterRestartWithIdenticalBytes) {
-  auto request = device_request(read_test_data("saxpy.ll"), {"sm_80"});
+  auto request = device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"});
   auto first = m_client->compile(request);
   ASSERT_TRUE(first) << first.error().message;
   EXPECT_EQ(first->outcome(), v1::OUTCOME_MISS);
@@ -43,7 +43,7 @@ TEST_F(RoundTrip, MissThenHitThenHitAfterRestartWithIdenticalBytes) {
 }
 
 TEST_F(RoundTrip, ASecondArchAddsAnImageUnderTheSameKey) {
-  std::string module = read_test_data("saxpy.ll");
+  std::string module = read_test_data("kernels/saxpy.ll");
   auto a = m_client->compile(device_request(module, {"sm_80"}));
   auto b = m_client->compile(device_request(module, {"sm_90"}));
   ASSERT_TRUE(a && b);
@@ -67,7 +67,7 @@ TEST_F(RoundTrip, ASecondArchAddsAnImageUnderTheSameKey) {
 }
 
 TEST_F(RoundTrip, FetchStreamsTheStoredImage) {
-  auto compiled = m_client->compile(device_request(read_test_data("saxpy.ll"), {"sm_80"}));
+  auto compiled = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
   ASSERT_TRUE(compiled);
   v1::FetchRequest fetch;
   fetch.set_key(compiled->key());
@@ -157,7 +157,7 @@ TEST_F(RoundTrip, CapabilitiesDescribeTheToolchain) {
 TEST_F(RoundTrip, PtxIsAcceptedByPtxas) {
   std::filesystem::path ptxas = ptxas_path();
   if (ptxas.empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
-  auto compiled = m_client->compile(device_request(read_test_data("saxpy.ll"), {"sm_80", "sm_90"}));
+  auto compiled = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80", "sm_90"}));
   ASSERT_TRUE(compiled) << compiled.error().message;
   for (const v1::Image& image : compiled->images()) {
     std::filesystem::path file = m_dir.path() / (image.arch() + ".ptx");

@@ -16,8 +16,18 @@ struct RuntimeFunction {
 // Every function of rtlib/manifest.def, in manifest order.
 std::span<const RuntimeFunction> runtime_functions();
 
-// Hex SHA-256 over the manifest (and, as rtlib grows, its device bitcode): part of the
-// toolchain fingerprint, so a change to rtlib changes every device key.
+// The device implementation: NVPTX bitcode compiled from device/rtlib.c at build time.
+std::string_view device_bitcode();
+
+// The device global holding the exception info record a host loader reads (see device/rtlib.c).
+inline constexpr std::string_view k_exception_info_symbol = "kcache_exception_info";
+
+// Device functions the CUDA driver provides to every module; references to them may stay
+// undefined in PTX.
+bool is_driver_provided(std::string_view name);
+
+// Hex SHA-256 over the manifest and the device bitcode: part of the toolchain fingerprint, so a
+// change to rtlib changes every device key.
 const std::string& rtlib_digest();
 
 // A symbol that exists only on the device: an rtlib function, the reserved gpu_ prefix, or a

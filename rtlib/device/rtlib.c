@@ -1,0 +1,125 @@
+/* kcache's runtime library, device side: the functions of manifest.def, compiled to NVPTX
+ * bitcode at build time (clang, C, no CUDA headers) and linked into device modules that call
+ * them, only what is used, then internalized.
+ *
+ * Exceptions: any thread may report; the first one to report claims the info record
+ * (kcache_exception_info) and fills in its thread, block, exception name and message.
+ * gpu_signal_exception sets the status flag and fences system-wide, so a host loader that
+ * synchronises and reads the record (cuModuleGetGlobal) sees a complete report. */
+
+typedef unsigned long size_t;
+typedef unsigned long long u64;
+
+int vprintf(const char *format, void *args);
+void *malloc(size_t size);
+void free(void *ptr);
+
+#define NAME_BYTES 64
+#define MESSAGE_BYTES 256
+
+/* Layout read by the host loader; keep in step with client-side readers. */
+struct kcache_exception_info {
+  unsigned int status;       /* 0: no exception; 1: an exception was signalled */
+  unsigned int reserved;
+  u64 owner;                 /* 1 + linear id of the thread that claimed the record; 0: unclaimed */
+  unsigned int thread[3];
+  unsigned int block[3];
+  char name[NAME_BYTES];     /* exception type name, if reported */
+  char message[MESSAGE_BYTES];
+};
+
+struct kcache_exception_info kcache_exception_info;
+
+static unsigned int tid_x(void) { return __nvvm_read_ptx_sreg_tid_x(); }
+static unsigned int tid_y(void) { return __nvvm_read_ptx_sreg_tid_y(); }
+static unsigned int tid_z(void) { return __nvvm_read_ptx_sreg_tid_z(); }
+static unsigned int bid_x(void) { return __nvvm_read_ptx_sreg_ctaid_x(); }
+static unsigned int bid_y(void) { return __nvvm_read_ptx_sreg_ctaid_y(); }
+static unsigned int bid_z(void) { return __nvvm_read_ptx_sreg_ctaid_z(); }
+
+static u64 my_linear_id(void) {
+  u64 block = ((u64)bid_z() * __nvvm_read_ptx_sreg_nctaid_y() + bid_y()) * __nvvm_read_ptx_sreg_nctaid_x() + bid_x();
+  u64 thread = ((u64)tid_z() * __nvvm_read_ptx_sreg_ntid_y() + tid_y()) * __nvvm_read_ptx_sreg_ntid_x() + tid_x();
+  u64 threads_per_block = (u64)__nvvm_read_ptx_sreg_ntid_x() * __nvvm_read_ptx_sreg_ntid_y() * __nvvm_read_ptx_sreg_ntid_z();
+  return block * threads_per_block + thread + 1;
+}
+
+/* Whether this thread owns the info record, claiming it if nobody has. */
+static int owns_record(void) {
+  u64 me = my_linear_id();
+  u64 expected = 0;
+  if (__atomic_compare_exchange_n(&kcache_exception_info.owner, &expected, me, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
+    kcache_exception_info.thread[0] = tid_x();
+    kcache_exception_info.thread[1] = tid_y();
+    kcache_exception_info.thread[2] = tid_z();
+    kcache_exception_info.block[0] = bid_x();
+    kcache_exception_info.block[1] = bid_y();
+    kcache_exception_info.block[2] = bid_z();
+    return 1;
+  }
+  return expected == me;
+}
+
+static void copy_text(char *to, const char *from, int capacity) {
+  int i = 0;
+  if (from != 0) {
+    for (; i < capacity - 1 && from[i] != 0; ++i) to[i] = from[i];
+  }
+  to[i] = 0;
+}
+
+void gpu_signal_exception(void) {
+  __atomic_store_n(&kcache_exception_info.status, 1u, __ATOMIC_RELEASE);
+  __nvvm_membar_sys();
+}
+
+void gpu_report_exception(const char *message) {
+  struct {
+    const char *message;
+    unsigned int tx, ty, tz, bx, by, bz;
+  } args = {message, tid_x(), tid_y(), tid_z(), bid_x(), bid_y(), bid_z()};
+  vprintf("ERROR: a %s was thrown during kernel execution on thread (%u, %u, %u) in block (%u, %u, %u).\n", &args);
+  if (owns_record()) copy_text(kcache_exception_info.message, message, MESSAGE_BYTES);
+}
+
+void gpu_report_exception_name(const char *name) {
+  struct {
+    const char *name;
+  } args = {name};
+  vprintf("ERROR: exception %s\n", &args);
+  if (owns_record()) copy_text(kcache_exception_info.name, name, NAME_BYTES);
+}
+
+void gpu_report_exception_frame(int frame, const char *function, const char *file, int line) {
+  struct {
+    int frame;
+    const char *function;
+    const char *file;
+    int line;
+  } args = {frame, function, file, line};
+  vprintf(" [%d] %s at %s:%d\n", &args);
+}
+
+void gpu_report_oom(u64 size) {
+  struct {
+    u64 size;
+    unsigned int tx, bx;
+  } args = {size, tid_x(), bid_x()};
+  vprintf("ERROR: out of dynamic GPU memory (trying to allocate %llu bytes) on thread %u of block %u\n", &args);
+  if (owns_record()) copy_text(kcache_exception_info.message, "out of dynamic GPU memory", MESSAGE_BYTES);
+}
+
+void *gpu_malloc(u64 size) { return malloc(size); }
+
+void gpu_free(void *ptr) { free(ptr); }
+
+void *gpu_gc_pool_alloc(u64 size) {
+  void *p = malloc(size);
+  if (p == 0) {
+    gpu_report_oom(size);
+    gpu_signal_exception();
+    __builtin_trap();
+  }
+  return p;
+}
