@@ -41,6 +41,10 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--cuda-root", c.cuda_root, "CUDA toolkit for cubin (ptxas); absent: PTX only")
       ->capture_default_str();
   app.add_option("--port-file", c.port_file, "Write the bound port to this file once listening");
+  app.add_option("--cubin-assembler", c.cubin_assembler,
+                 "PTX to cubin: auto (nvJitLink in process where the toolkit has it, else ptxas), nvjitlink, ptxas")
+      ->check(CLI::IsMember({"auto", "nvjitlink", "ptxas"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     if (auto e = parse_size_option(max_size, c.max_size); !e.empty()) throw CLI::ValidationError("--max-size", e);

@@ -19,6 +19,7 @@ struct Config {
   std::uint32_t max_archs = 16;
   std::filesystem::path cuda_root = "/usr/local/cuda";
   std::filesystem::path port_file;       // written once listening: the bound port
+  std::string cubin_assembler = "auto";  // auto (nvJitLink where present), nvjitlink, ptxas
 };
 
 // Parses argv. On --help or a usage error it prints to stdout/stderr and returns the exit code

@@ -28,12 +28,20 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   if (!store) return store.error();
   d->m_store = std::move(*store);
 
-  d->m_compiler = std::make_unique<Compiler>(detect_toolchain(config.cuda_root));
+  CubinAssembler assembler = config.cubin_assembler == "ptxas"       ? CubinAssembler::ptxas
+                             : config.cubin_assembler == "nvjitlink" ? CubinAssembler::nvjitlink
+                                                                     : CubinAssembler::automatic;
+  d->m_compiler = std::make_unique<Compiler>(detect_toolchain(config.cuda_root, assembler));
+  if (assembler == CubinAssembler::nvjitlink && !d->m_compiler->toolchain().nvjitlink) {
+    return make_error(ErrorCode::k_failed_precondition,
+                      "--cubin-assembler nvjitlink: no usable libnvJitLink.so under " + config.cuda_root.string() + "/lib64");
+  }
   const Toolchain& t = d->m_compiler->toolchain();
-  spdlog::info("toolchain: LLVM {}, {} device archs ({}..{}), CUDA {}, PTX ISA {}, libdevice {}, fingerprint {:.16}",
+  spdlog::info("toolchain: LLVM {}, {} device archs ({}..{}), CUDA {}, cubin by {}, PTX ISA {}, libdevice {}, "
+               "fingerprint {:.16}",
                t.llvm_version, t.device_archs.size(), t.device_archs.empty() ? "-" : t.device_archs.front(),
                t.device_archs.empty() ? "-" : t.device_archs.back(),
-               t.cuda_present ? t.ptxas_version : "absent (PTX only)",
+               t.cuda_present ? t.ptxas_version : "absent (PTX only)", assembler_name(t),
                t.max_ptx_version > 0 ? std::to_string(t.max_ptx_version) : "LLVM's default per arch",
                t.libdevice.empty() ? "absent" : "present", to_hex(t.fingerprint));
 

@@ -337,6 +337,7 @@ int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
             {"cubin_archs", std::vector<std::string>(caps->cubin_archs().begin(), caps->cubin_archs().end())},
             {"ptx_isa_version", caps->ptx_isa_version()},
             {"libdevice_present", caps->libdevice_present()},
+            {"cubin_assembler", caps->cubin_assembler()},
             {"max_module_bytes", caps->limits().max_module_bytes()},
             {"max_archs", caps->limits().max_archs()}};
   std::cout << (g.json ? j.dump() : j.dump(2)) << '\n';

@@ -270,10 +270,13 @@ void read_resource_usage(const std::string& log, std::vector<KernelInfo>& kernel
   }
 }
 
-// Assembles PTX to a cubin for `arch` with ptxas. `user_ptx` says the PTX came from the client,
-// so ptxas's complaints are about the input (INVALID_ARGUMENT), not about kcache (INTERNAL).
-Expected<Image> assemble_cubin(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
-                               const std::string& arch, bool user_ptx, std::vector<std::string>& diagnostics) {
+struct Assembled {
+  std::string cubin;
+  std::string log;  // resource usage per kernel, warnings
+};
+
+Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
+                                        const std::string& arch, ErrorCode failure_code) {
   TempDir dir;
   if (dir.path().empty()) return make_error(ErrorCode::k_internal, "cannot create a scratch folder for ptxas");
   std::filesystem::path in = dir.path() / "module.ptx", out = dir.path() / "module.cubin";
@@ -290,20 +293,41 @@ Expected<Image> assemble_cubin(const Toolchain& toolchain, const CompileJob& job
   auto run = run_process(argv);
   if (!run) return run.error();
   if (run->exit_code != 0) {
-    std::string why = run->signal != 0 ? "ptxas was killed by signal " + std::to_string(run->signal)
-                                       : "ptxas rejected the PTX for " + arch + ":\n" + run->output;
-    return make_error(user_ptx ? ErrorCode::k_invalid_argument : ErrorCode::k_internal, why);
+    return make_error(failure_code, run->signal != 0 ? "ptxas was killed by signal " + std::to_string(run->signal)
+                                                     : "ptxas rejected the PTX for " + arch + ":\n" + run->output);
   }
-  std::istringstream lines(run->output);
+  std::ifstream f(out, std::ios::binary);
+  return Assembled{std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), run->output};
+}
+
+Expected<Assembled> assemble_with_nvjitlink(const NvJitLink& nvjitlink, const CompileJob& job, std::string_view ptx,
+                                            const std::string& arch, ErrorCode failure_code) {
+  // nvJitLink takes only -O0/-O3 itself; ptxas inside it takes every level.
+  std::vector<std::string> options = {"-Xptxas=--opt-level=" + std::to_string(job.spec.options.opt_level)};
+  if (job.spec.options.debug_info) options.push_back("-g");
+  if (job.spec.options.lineinfo) options.push_back("-lineinfo");
+  auto result = nvjitlink.assemble(ptx, arch, options, failure_code);
+  if (!result) return result.error();
+  return Assembled{std::move(result->cubin), std::move(result->info_log)};
+}
+
+// Assembles PTX to a cubin for `arch` (nvJitLink in process, else ptxas). `user_ptx` says the
+// PTX came from the client, so complaints are about the input (INVALID_ARGUMENT), not about
+// kcache (INTERNAL). Warnings come back verbatim as diagnostics.
+Expected<Image> assemble_cubin(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
+                               const std::string& arch, bool user_ptx, std::vector<std::string>& diagnostics) {
+  ErrorCode failure_code = user_ptx ? ErrorCode::k_invalid_argument : ErrorCode::k_internal;
+  auto assembled = toolchain.nvjitlink ? assemble_with_nvjitlink(*toolchain.nvjitlink, job, ptx, arch, failure_code)
+                                       : assemble_with_ptxas(toolchain, job, ptx, arch, failure_code);
+  if (!assembled) return assembled.error();
+  if (assembled->cubin.empty()) return make_error(ErrorCode::k_internal, "no cubin came back for " + arch);
+  std::istringstream lines(assembled->log);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("warning") != std::string::npos) diagnostics.push_back(line);
   }
-  std::ifstream f(out, std::ios::binary);
-  std::string cubin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (cubin.empty()) return make_error(ErrorCode::k_internal, "ptxas produced no cubin for " + arch);
   std::vector<KernelInfo> kernels = ptx_entries(ptx);
-  read_resource_usage(run->output, kernels);
-  return make_image({arch, ImageKind::cubin}, std::move(cubin), std::move(kernels));
+  read_resource_usage(assembled->log, kernels);
+  return make_image({arch, ImageKind::cubin}, std::move(assembled->cubin), std::move(kernels));
 }
 
 Expected<CompileOutput> compile_ptx_input(const Toolchain& toolchain, const CompileJob& job) {

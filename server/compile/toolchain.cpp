@@ -133,7 +133,12 @@ void hash_part(Sha256& h, std::string_view name, std::string_view value) {
 
 }  // namespace
 
-Toolchain detect_toolchain(const std::filesystem::path& cuda_root) {
+std::string assembler_name(const Toolchain& t) {
+  if (!t.cuda_present) return "none";
+  return t.nvjitlink ? "nvJitLink " + t.nvjitlink->version() : "ptxas";
+}
+
+Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler) {
   initialise_llvm();
   Toolchain t;
   t.llvm_version = LLVM_VERSION_STRING;
@@ -142,6 +147,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root) {
   t.device_archs = llvm_device_archs();
   detect_cuda(t, cuda_root);
   detect_libdevice(t, cuda_root);
+  if (t.cuda_present && assembler != CubinAssembler::ptxas) t.nvjitlink = NvJitLink::open(cuda_root);
   t.max_ptx_version = newest_common_ptx_version(t);
 
   Sha256 h;
@@ -151,6 +157,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root) {
   hash_part(h, "rtlib", t.rtlib_digest);
   hash_part(h, "ptxas", t.cuda_present ? t.ptxas_version : "absent");
   hash_part(h, "ptx", std::to_string(t.max_ptx_version));
+  hash_part(h, "assembler", assembler_name(t));
   hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
   t.fingerprint = h.finish();
   return t;

@@ -6,12 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "compile/nvjitlink.hpp"
 #include "kcache/sha256.hpp"
 
 namespace kcache::server {
 
 // Bumped whenever the pipelines change what they emit for the same input.
 inline constexpr int k_pipeline_version = 1;
+
+// What assembles PTX to cubin: nvJitLink in process where the toolkit has it, else ptxas.
+enum class CubinAssembler { automatic, nvjitlink, ptxas };
 
 struct Toolchain {
   std::string llvm_version;
@@ -24,6 +28,7 @@ struct Toolchain {
   std::filesystem::path ptxas;
   std::string ptxas_version;              // the version line ptxas prints
   std::vector<std::string> cubin_archs;   // sm_XX ptxas accepts
+  std::shared_ptr<const NvJitLink> nvjitlink;  // set when cubins are assembled in process
   int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas
 
   std::filesystem::path libdevice;        // nvvm/libdevice/libdevice.10.bc, empty when absent
@@ -33,7 +38,11 @@ struct Toolchain {
 };
 
 // Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
-// fingerprint. Initialises LLVM's targets; call once per process.
-Toolchain detect_toolchain(const std::filesystem::path& cuda_root);
+// fingerprint. Initialises LLVM's targets on first use.
+Toolchain detect_toolchain(const std::filesystem::path& cuda_root,
+                           CubinAssembler assembler = CubinAssembler::automatic);
+
+// "nvJitLink 13.0", "ptxas", or "none".
+std::string assembler_name(const Toolchain& toolchain);
 
 }  // namespace kcache::server

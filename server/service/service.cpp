@@ -289,6 +289,7 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetC
   response->set_host_triple(t.host_triple);
   response->set_ptx_isa_version(static_cast<std::uint32_t>(t.max_ptx_version));
   response->set_libdevice_present(!t.libdevice.empty());
+  response->set_cubin_assembler(assembler_name(t));
   response->mutable_limits()->set_max_module_bytes(m_limits.max_module_bytes);
   response->mutable_limits()->set_max_archs(m_limits.max_archs);
   response->mutable_limits()->set_max_message_bytes(m_limits.max_message_bytes);

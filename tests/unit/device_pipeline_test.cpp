@@ -152,3 +152,28 @@ TEST(DevicePipeline, PtxInputIsAssembledAndBadPtxExplained) {
 
 }  // namespace
 }  // namespace kcache::server
+
+namespace kcache::server {
+namespace {
+
+TEST(CubinAssemblers, NvJitLinkAndPtxasBothMakeCudaElfsWithResourceUsage) {
+  const Compiler& automatic = compiler();
+  if (!automatic.toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  bool has_nvjitlink = std::filesystem::exists("/usr/local/cuda/lib64/libnvJitLink.so");
+  EXPECT_EQ(automatic.toolchain().nvjitlink != nullptr, has_nvjitlink) << "auto prefers nvJitLink where present";
+  static const Compiler ptxas(detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas));
+  EXPECT_EQ(ptxas.toolchain().nvjitlink, nullptr);
+  EXPECT_NE(ptxas.toolchain().fingerprint, automatic.toolchain().fingerprint) << "the assembler is in every key";
+  for (const Compiler* c : {&automatic, &ptxas}) {
+    JobSpec spec;
+    ASSERT_TRUE(canonicalize(spec, c->toolchain().host_triple));
+    auto out = c->compile(CompileJob{spec, test::read_test_data("kernels/saxpy.ll"), {{"sm_90", ImageKind::cubin}}});
+    ASSERT_TRUE(out) << assembler_name(c->toolchain()) << ": " << out.error().message;
+    EXPECT_EQ(out->images[0].data.substr(0, 4), "\x7f" "ELF");
+    ASSERT_EQ(out->images[0].meta.kernels.size(), 1u);
+    EXPECT_GT(out->images[0].meta.kernels[0].registers, 0u) << assembler_name(c->toolchain());
+  }
+}
+
+}  // namespace
+}  // namespace kcache::server

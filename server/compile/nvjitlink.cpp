@@ -1,0 +1,101 @@
+#include "compile/nvjitlink.hpp"
+
+#include <dlfcn.h>
+
+namespace kcache::server {
+namespace {
+
+// nvJitLink's C ABI, declared here so kcache builds without the toolkit's headers.
+using Handle = struct nvJitLink*;
+using Status = int;  // nvJitLinkResult; 0 is NVJITLINK_SUCCESS
+constexpr int k_input_ptx = 2;  // NVJITLINK_INPUT_PTX
+
+}  // namespace
+
+struct NvJitLink::Api {
+  Status (*create)(Handle*, std::uint32_t, const char**) = nullptr;
+  Status (*destroy)(Handle*) = nullptr;
+  Status (*add_data)(Handle, int, const void*, std::size_t, const char*) = nullptr;
+  Status (*complete)(Handle) = nullptr;
+  Status (*cubin_size)(Handle, std::size_t*) = nullptr;
+  Status (*cubin)(Handle, void*) = nullptr;
+  Status (*error_log_size)(Handle, std::size_t*) = nullptr;
+  Status (*error_log)(Handle, char*) = nullptr;
+  Status (*info_log_size)(Handle, std::size_t*) = nullptr;
+  Status (*info_log)(Handle, char*) = nullptr;
+  Status (*version)(unsigned*, unsigned*) = nullptr;
+};
+
+std::shared_ptr<const NvJitLink> NvJitLink::open(const std::filesystem::path& cuda_root) {
+  std::filesystem::path path = cuda_root / "lib64" / "libnvJitLink.so";
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return nullptr;
+  std::shared_ptr<NvJitLink> self(new NvJitLink());
+  self->m_library = library;
+  self->m_api = std::make_unique<Api>();
+  Api& api = *self->m_api;
+  bool complete = true;
+  auto bind = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library, name));
+    complete = complete && fn != nullptr;
+  };
+  bind(api.create, "nvJitLinkCreate");
+  bind(api.destroy, "nvJitLinkDestroy");
+  bind(api.add_data, "nvJitLinkAddData");
+  bind(api.complete, "nvJitLinkComplete");
+  bind(api.cubin_size, "nvJitLinkGetLinkedCubinSize");
+  bind(api.cubin, "nvJitLinkGetLinkedCubin");
+  bind(api.error_log_size, "nvJitLinkGetErrorLogSize");
+  bind(api.error_log, "nvJitLinkGetErrorLog");
+  bind(api.info_log_size, "nvJitLinkGetInfoLogSize");
+  bind(api.info_log, "nvJitLinkGetInfoLog");
+  bind(api.version, "nvJitLinkVersion");
+  unsigned major = 0, minor = 0;
+  if (!complete || api.version(&major, &minor) != 0) return nullptr;
+  self->m_version = std::to_string(major) + "." + std::to_string(minor);
+  return self;
+}
+
+NvJitLink::~NvJitLink() {
+  if (m_library != nullptr) dlclose(m_library);
+}
+
+Expected<NvJitLink::Result> NvJitLink::assemble(std::string_view ptx, const std::string& arch,
+                                                const std::vector<std::string>& options,
+                                                ErrorCode failure_code) const {
+  const Api& api = *m_api;
+  std::vector<std::string> args = {"-arch=" + arch, "-verbose"};
+  args.insert(args.end(), options.begin(), options.end());
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  Handle handle = nullptr;
+  if (Status s = api.create(&handle, static_cast<std::uint32_t>(argv.size()), argv.data()); s != 0) {
+    return make_error(ErrorCode::k_internal, "nvJitLink refused the options for " + arch + " (status " +
+                                                 std::to_string(s) + ")");
+  }
+  auto log = [&](auto size_fn, auto read_fn) {
+    std::size_t size = 0;
+    if (size_fn(handle, &size) != 0 || size == 0) return std::string();
+    std::string text(size, '\0');
+    read_fn(handle, text.data());
+    while (!text.empty() && text.back() == '\0') text.pop_back();
+    return text;
+  };
+  Result result;
+  Status s = api.add_data(handle, k_input_ptx, ptx.data(), ptx.size(), "module.ptx");
+  if (s == 0) s = api.complete(handle);
+  if (s != 0) {
+    std::string errors = log(api.error_log_size, api.error_log);
+    api.destroy(&handle);
+    return make_error(failure_code, "nvJitLink rejected the PTX for " + arch + ":\n" + errors);
+  }
+  std::size_t size = 0;
+  api.cubin_size(handle, &size);
+  result.cubin.resize(size);
+  api.cubin(handle, result.cubin.data());
+  result.info_log = log(api.info_log_size, api.info_log);
+  api.destroy(&handle);
+  return result;
+}
+
+}  // namespace kcache::server
