@@ -74,6 +74,8 @@ void gpu_signal_exception(void) {
   __nvvm_membar_sys();
 }
 
+int gpu_exception_pending(void) { return __atomic_load_n(&kcache_exception_info.status, __ATOMIC_ACQUIRE) != 0; }
+
 void gpu_report_exception(const char *message) {
   struct {
     const char *message;

@@ -126,3 +126,36 @@ TEST_F(Cli, ServerComesFromTheEnvironmentWhenNotGiven) {
 
 }  // namespace
 }  // namespace kcache::test
+
+namespace kcache::test {
+namespace {
+
+TEST_F(Cli, HostCompileWithStubsWritesTheObjectAndListsWhatWasStubbed) {
+  std::filesystem::path src = m_dir.path() / "host.ll", obj = m_dir.path() / "host.o";
+  write_file(src, read_test_data("package/host.ll"));
+  auto rejected = run_cli({"compile", src.string(), "--side", "host", "-o", obj.string()}, m_daemon->address());
+  EXPECT_EQ(rejected.exit_code, 3);
+  EXPECT_NE(rejected.err.find("gpu_malloc (rtlib function), used by global 'allocators'"), std::string::npos)
+      << rejected.err;
+  EXPECT_FALSE(std::filesystem::exists(obj));
+
+  auto human = run_cli({"compile", src.string(), "--side", "host", "--host-runtime", "stub", "-o", obj.string()},
+                       m_daemon->address());
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("stubbed for the host: gpu_report_exception"), std::string::npos) << human.out;
+  EXPECT_EQ(read_file(obj).substr(0, 4), "\x7f" "ELF");
+
+  auto json_run = run_cli({"--json", "compile", src.string(), "--side", "host", "--host-runtime", "stub"},
+                          m_daemon->address());
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  json j = parse_json(json_run);
+  EXPECT_EQ(j["outcome"], "hit");
+  EXPECT_EQ(j["images"][0]["kind"], "obj");
+  EXPECT_EQ(j["images"][0]["arch"], "x86_64");
+  std::vector<std::string> stubbed = j["images"][0]["stubbed"];
+  EXPECT_EQ(stubbed, (std::vector<std::string>{"gpu_malloc", "gpu_report_exception",
+                                               "thread_index (uses llvm.nvvm.read.ptx.sreg.tid.x)"}));
+}
+
+}  // namespace
+}  // namespace kcache::test
