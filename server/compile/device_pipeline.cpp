@@ -124,6 +124,19 @@ Expected<bool> check_runtime_references(const llvm::Module& m) {
   return needed;
 }
 
+// Calls into the CUDA device runtime (dynamic parallelism: kernels launching kernels), which
+// libcudadevrt.a provides at link time.
+bool is_device_runtime_function(llvm::StringRef name) {
+  return name.starts_with("__cudaCDP2") || name.starts_with("cuda");
+}
+
+bool uses_device_runtime(const llvm::Module& m) {
+  for (const llvm::Function& f : m) {
+    if (f.isDeclaration() && is_device_runtime_function(f.getName()) && !f.use_empty()) return true;
+  }
+  return false;
+}
+
 bool uses_libdevice(const llvm::Module& m) {
   for (const llvm::Function& f : m) {
     if (f.isDeclaration() && f.getName().starts_with("__nv_") && !f.use_empty()) return true;
@@ -154,11 +167,13 @@ Expected<void> check_undefined(const llvm::Module& m) {
     if (const auto* f = llvm::dyn_cast<llvm::Function>(&gv); f != nullptr && f->isIntrinsic()) continue;
     if (rtlib::is_driver_provided(gv.getName())) continue;
     if (gv.getName() == "__nvvm_reflect") continue;  // libdevice's query, answered by the NVVMReflect pass
+    if (llvm::isa<llvm::Function>(gv) && is_device_runtime_function(gv.getName())) continue;  // libcudadevrt
     undefined.push_back(gv.getName().str() + " (" + users_text(gv) + ")");
   }
   if (undefined.empty()) return {};
   return invalid("undefined symbols remain after linking rtlib and libdevice: " + join(undefined, "; ") +
-                 ". Define them in the module; only vprintf, malloc, free and __assertfail come from the driver.");
+                 ". Define them in the module; only vprintf, malloc, free and __assertfail come from the driver, "
+                 "and cuda*/__cudaCDP2* from the device runtime.");
 }
 
 // Links rtlib and libdevice as needed, checks what is left, and internalizes: only kernels (and
@@ -276,7 +291,7 @@ struct Assembled {
 };
 
 Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
-                                        const std::string& arch, ErrorCode failure_code) {
+                                        const std::string& arch, bool device_runtime, ErrorCode failure_code) {
   TempDir dir;
   if (dir.path().empty()) return make_error(ErrorCode::k_internal, "cannot create a scratch folder for ptxas");
   std::filesystem::path in = dir.path() / "module.ptx", out = dir.path() / "module.cubin";
@@ -289,24 +304,37 @@ Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const Compil
                                    "--opt-level=" + std::to_string(job.spec.options.opt_level)};
   if (job.spec.options.debug_info) argv.push_back("--device-debug");
   if (job.spec.options.lineinfo) argv.push_back("--generate-line-info");
-  argv.insert(argv.end(), {"-o", out.string(), in.string()});
+  // Dynamic parallelism: a relocatable object, then nvlink with the device runtime.
+  std::filesystem::path object = dir.path() / "module.o";
+  if (device_runtime) argv.push_back("--compile-only");
+  argv.insert(argv.end(), {"-o", (device_runtime ? object : out).string(), in.string()});
   auto run = run_process(argv);
   if (!run) return run.error();
   if (run->exit_code != 0) {
     return make_error(failure_code, run->signal != 0 ? "ptxas was killed by signal " + std::to_string(run->signal)
                                                      : "ptxas rejected the PTX for " + arch + ":\n" + run->output);
   }
+  std::string log = run->output;
+  if (device_runtime) {
+    auto link = run_process({toolchain.nvlink.string(), "-arch=" + arch, object.string(), toolchain.cudadevrt.string(),
+                             "-o", out.string()});
+    if (!link) return link.error();
+    if (link->exit_code != 0) return make_error(ErrorCode::k_internal, "nvlink failed for " + arch + ":\n" + link->output);
+    log += link->output;
+  }
   std::ifstream f(out, std::ios::binary);
-  return Assembled{std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), run->output};
+  return Assembled{std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), log};
 }
 
-Expected<Assembled> assemble_with_nvjitlink(const NvJitLink& nvjitlink, const CompileJob& job, std::string_view ptx,
-                                            const std::string& arch, ErrorCode failure_code) {
+Expected<Assembled> assemble_with_nvjitlink(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
+                                            const std::string& arch, bool device_runtime, ErrorCode failure_code) {
   // nvJitLink takes only -O0/-O3 itself; ptxas inside it takes every level.
   std::vector<std::string> options = {"-Xptxas=--opt-level=" + std::to_string(job.spec.options.opt_level)};
   if (job.spec.options.debug_info) options.push_back("-g");
   if (job.spec.options.lineinfo) options.push_back("-lineinfo");
-  auto result = nvjitlink.assemble(ptx, arch, options, failure_code);
+  std::vector<std::filesystem::path> libraries;
+  if (device_runtime) libraries.push_back(toolchain.cudadevrt);
+  auto result = toolchain.nvjitlink->assemble(ptx, arch, options, libraries, failure_code);
   if (!result) return result.error();
   return Assembled{std::move(result->cubin), std::move(result->info_log)};
 }
@@ -315,10 +343,17 @@ Expected<Assembled> assemble_with_nvjitlink(const NvJitLink& nvjitlink, const Co
 // PTX came from the client, so complaints are about the input (INVALID_ARGUMENT), not about
 // kcache (INTERNAL). Warnings come back verbatim as diagnostics.
 Expected<Image> assemble_cubin(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
-                               const std::string& arch, bool user_ptx, std::vector<std::string>& diagnostics) {
+                               const std::string& arch, bool user_ptx, bool device_runtime,
+                               std::vector<std::string>& diagnostics) {
   ErrorCode failure_code = user_ptx ? ErrorCode::k_invalid_argument : ErrorCode::k_internal;
-  auto assembled = toolchain.nvjitlink ? assemble_with_nvjitlink(*toolchain.nvjitlink, job, ptx, arch, failure_code)
-                                       : assemble_with_ptxas(toolchain, job, ptx, arch, failure_code);
+  if (device_runtime && (toolchain.cudadevrt.empty() || (!toolchain.nvjitlink && toolchain.nvlink.empty()))) {
+    return make_error(ErrorCode::k_failed_precondition,
+                      "the module launches kernels from the device (dynamic parallelism), which needs libcudadevrt.a "
+                      "(and nvJitLink or nvlink) from the CUDA toolkit under " + toolchain.cuda_root.string());
+  }
+  auto assembled = toolchain.nvjitlink
+                       ? assemble_with_nvjitlink(toolchain, job, ptx, arch, device_runtime, failure_code)
+                       : assemble_with_ptxas(toolchain, job, ptx, arch, device_runtime, failure_code);
   if (!assembled) return assembled.error();
   if (assembled->cubin.empty()) return make_error(ErrorCode::k_internal, "no cubin came back for " + arch);
   std::istringstream lines(assembled->log);
@@ -337,7 +372,9 @@ Expected<CompileOutput> compile_ptx_input(const Toolchain& toolchain, const Comp
     if (want.kind != ImageKind::cubin) {
       return invalid("the input is already PTX; a PTX job emits cubin only (ask for --emit cubin)");
     }
-    auto image = assemble_cubin(toolchain, job, job.module, want.arch, true, out.diagnostics);
+    bool device_runtime = job.module.find("__cudaCDP2") != std::string_view::npos ||
+                          job.module.find("cudaLaunchDevice") != std::string_view::npos;
+    auto image = assemble_cubin(toolchain, job, job.module, want.arch, true, device_runtime, out.diagnostics);
     if (!image) return image.error();
     out.images.push_back(std::move(*image));
   }
@@ -361,6 +398,7 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
   // asm from CUDA headers needs it). Read before rtlib, whose clang tags would count too.
   int ptx_version = std::max(requested_ptx_version(module), toolchain.max_ptx_version);
   if (auto linked = link_device_libraries(module, toolchain, job, diags); !linked) return linked.error();
+  bool device_runtime = uses_device_runtime(module);
   retarget_functions(module);
   apply_debug_options(module, job.spec.options);
   if (job.spec.options.fast_math) apply_fast_math(module);
@@ -379,7 +417,7 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
       out.images.push_back(make_image(want, ptx->second, ptx_entries(ptx->second)));
       continue;
     }
-    auto cubin = assemble_cubin(toolchain, job, ptx->second, want.arch, false, out.diagnostics);
+    auto cubin = assemble_cubin(toolchain, job, ptx->second, want.arch, false, device_runtime, out.diagnostics);
     if (!cubin) return cubin.error();
     out.images.push_back(std::move(*cubin));
   }

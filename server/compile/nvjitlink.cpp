@@ -8,7 +8,8 @@ namespace {
 // nvJitLink's C ABI, declared here so kcache builds without the toolkit's headers.
 using Handle = struct nvJitLink*;
 using Status = int;  // nvJitLinkResult; 0 is NVJITLINK_SUCCESS
-constexpr int k_input_ptx = 2;  // NVJITLINK_INPUT_PTX
+constexpr int k_input_ptx = 2;      // NVJITLINK_INPUT_PTX
+constexpr int k_input_library = 6;  // NVJITLINK_INPUT_LIBRARY
 
 }  // namespace
 
@@ -16,6 +17,7 @@ struct NvJitLink::Api {
   Status (*create)(Handle*, std::uint32_t, const char**) = nullptr;
   Status (*destroy)(Handle*) = nullptr;
   Status (*add_data)(Handle, int, const void*, std::size_t, const char*) = nullptr;
+  Status (*add_file)(Handle, int, const char*) = nullptr;
   Status (*complete)(Handle) = nullptr;
   Status (*cubin_size)(Handle, std::size_t*) = nullptr;
   Status (*cubin)(Handle, void*) = nullptr;
@@ -42,6 +44,7 @@ std::shared_ptr<const NvJitLink> NvJitLink::open(const std::filesystem::path& cu
   bind(api.create, "nvJitLinkCreate");
   bind(api.destroy, "nvJitLinkDestroy");
   bind(api.add_data, "nvJitLinkAddData");
+  bind(api.add_file, "nvJitLinkAddFile");
   bind(api.complete, "nvJitLinkComplete");
   bind(api.cubin_size, "nvJitLinkGetLinkedCubinSize");
   bind(api.cubin, "nvJitLinkGetLinkedCubin");
@@ -62,6 +65,7 @@ NvJitLink::~NvJitLink() {
 
 Expected<NvJitLink::Result> NvJitLink::assemble(std::string_view ptx, const std::string& arch,
                                                 const std::vector<std::string>& options,
+                                                const std::vector<std::filesystem::path>& libraries,
                                                 ErrorCode failure_code) const {
   const Api& api = *m_api;
   std::vector<std::string> args = {"-arch=" + arch, "-verbose"};
@@ -83,6 +87,9 @@ Expected<NvJitLink::Result> NvJitLink::assemble(std::string_view ptx, const std:
   };
   Result result;
   Status s = api.add_data(handle, k_input_ptx, ptx.data(), ptx.size(), "module.ptx");
+  for (const std::filesystem::path& library : libraries) {
+    if (s == 0) s = api.add_file(handle, k_input_library, library.c_str());
+  }
   if (s == 0) s = api.complete(handle);
   if (s != 0) {
     std::string errors = log(api.error_log_size, api.error_log);

@@ -28,8 +28,9 @@ class NvJitLink {
   };
   // Assembles `ptx` for `arch` with nvJitLink `options` (-O3, -g, -lineinfo, ...). Thread-safe:
   // every call has its own handle. A failure carries nvJitLink's error log verbatim.
+  // `libraries` (static device libraries such as libcudadevrt.a) are linked in.
   Expected<Result> assemble(std::string_view ptx, const std::string& arch, const std::vector<std::string>& options,
-                            ErrorCode failure_code) const;
+                            const std::vector<std::filesystem::path>& libraries, ErrorCode failure_code) const;
 
  private:
   NvJitLink() = default;

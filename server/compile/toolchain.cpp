@@ -72,6 +72,8 @@ void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root) {
   std::sort(t.cubin_archs.begin(), t.cubin_archs.end(), arch_less);
   t.ptxas = ptxas;
   t.cuda_present = true;
+  if (std::filesystem::exists(cuda_root / "lib64" / "libcudadevrt.a")) t.cudadevrt = cuda_root / "lib64" / "libcudadevrt.a";
+  if (std::filesystem::exists(cuda_root / "bin" / "nvlink")) t.nvlink = cuda_root / "bin" / "nvlink";
 }
 
 void detect_libdevice(Toolchain& t, const std::filesystem::path& cuda_root) {
@@ -158,6 +160,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   hash_part(h, "ptxas", t.cuda_present ? t.ptxas_version : "absent");
   hash_part(h, "ptx", std::to_string(t.max_ptx_version));
   hash_part(h, "assembler", assembler_name(t));
+  hash_part(h, "cudadevrt", t.cudadevrt.empty() ? "absent" : "present");
   hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
   t.fingerprint = h.finish();
   return t;

@@ -31,6 +31,9 @@ struct Toolchain {
   std::shared_ptr<const NvJitLink> nvjitlink;  // set when cubins are assembled in process
   int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas
 
+  std::filesystem::path cudadevrt;        // lib64/libcudadevrt.a (dynamic parallelism), empty when absent
+  std::filesystem::path nvlink;           // bin/nvlink (links relocatable cubins when ptxas assembles)
+
   std::filesystem::path libdevice;        // nvvm/libdevice/libdevice.10.bc, empty when absent
   std::string libdevice_bitcode;          // its bytes, read once
 

@@ -189,3 +189,32 @@ TEST(DeviceCorpus, MissingLibdeviceIsAFailedPrecondition) {
 
 }  // namespace
 }  // namespace kcache::server
+
+namespace kcache::server {
+namespace {
+
+// Dynamic parallelism: a kernel launching a kernel is linked with the toolkit's libcudadevrt.a,
+// by nvJitLink in process or by ptxas --compile-only + nvlink.
+TEST(DeviceCorpus, DynamicParallelismLinksTheDeviceRuntime) {
+  std::string launch = test::read_test_data("kernels/launch.ll");
+  auto ptx = compile(launch, {{"sm_90", ImageKind::ptx}});
+  ASSERT_TRUE(ptx) << ptx.error().message;
+  EXPECT_EQ(entries(ptx->images[0].data), (std::set<std::string>{"_Z5childPi", "_Z6parentPi"}));
+  EXPECT_EQ(functions(ptx->images[0].data, "extern"),
+            (std::set<std::string>{"__cudaCDP2GetParameterBuffer", "__cudaCDP2LaunchDevice"}));
+  if (!compiler().toolchain().cuda_present || compiler().toolchain().cudadevrt.empty()) {
+    GTEST_SKIP() << "PTX checked; no CUDA toolkit with libcudadevrt.a to link a cubin";
+  }
+  static const Compiler ptxas(detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas));
+  for (const Compiler* c : {&compiler(), &ptxas}) {
+    auto cubin = compile(launch, {{"sm_90", ImageKind::cubin}}, InputFormat::llvm_text, *c);
+    ASSERT_TRUE(cubin) << assembler_name(c->toolchain()) << ": " << cubin.error().message;
+    EXPECT_EQ(cubin->images[0].data.substr(0, 4), "\x7f" "ELF") << assembler_name(c->toolchain());
+    std::set<std::string> names;
+    for (const KernelInfo& k : cubin->images[0].meta.kernels) names.insert(k.name);
+    EXPECT_EQ(names, (std::set<std::string>{"_Z5childPi", "_Z6parentPi"}));
+  }
+}
+
+}  // namespace
+}  // namespace kcache::server
