@@ -41,6 +41,11 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--cuda-root", c.cuda_root, "CUDA toolkit for cubin (ptxas); absent: PTX only")
       ->capture_default_str();
   app.add_option("--port-file", c.port_file, "Write the bound port to this file once listening");
+  app.add_option("--job-timeout", c.job_timeout_s,
+                 "Seconds a compile may take before its request gets DEADLINE_EXCEEDED and ptxas is killed "
+                 "(real kernels can spend a minute in ptxas)")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
   app.add_option("--cubin-assembler", c.cubin_assembler,
                  "PTX to cubin: auto (nvJitLink in process where the toolkit has it, else ptxas), nvjitlink, ptxas")
       ->check(CLI::IsMember({"auto", "nvjitlink", "ptxas"}))

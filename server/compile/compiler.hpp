@@ -2,6 +2,7 @@
 // construction and thread-safe: every compile makes its own LLVMContext and TargetMachine.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,9 @@ struct CompileJob {
   JobSpec spec;                      // canonical
   std::string_view module;
   std::vector<ImageRequest> images;  // what to produce, in order
+  // Child processes (ptxas, nvlink) still running then are killed. LLVM itself runs in process
+  // and cannot be stopped part-way; isolated workers will bound it too.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct CompileOutput {

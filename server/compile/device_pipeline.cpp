@@ -308,7 +308,7 @@ Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const Compil
   std::filesystem::path object = dir.path() / "module.o";
   if (device_runtime) argv.push_back("--compile-only");
   argv.insert(argv.end(), {"-o", (device_runtime ? object : out).string(), in.string()});
-  auto run = run_process(argv);
+  auto run = run_process(argv, job.deadline);
   if (!run) return run.error();
   if (run->exit_code != 0) {
     return make_error(failure_code, run->signal != 0 ? "ptxas was killed by signal " + std::to_string(run->signal)
@@ -317,7 +317,8 @@ Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const Compil
   std::string log = run->output;
   if (device_runtime) {
     auto link = run_process({toolchain.nvlink.string(), "-arch=" + arch, object.string(), toolchain.cudadevrt.string(),
-                             "-o", out.string()});
+                             "-o", out.string()},
+                            job.deadline);
     if (!link) return link.error();
     if (link->exit_code != 0) return make_error(ErrorCode::k_internal, "nvlink failed for " + arch + ":\n" + link->output);
     log += link->output;

@@ -1,5 +1,7 @@
 #include "compile/process.hpp"
 
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +14,8 @@ extern char** environ;
 
 namespace kcache::server {
 
-Expected<ProcessResult> run_process(const std::vector<std::string>& argv) {
+Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
+                                    std::chrono::steady_clock::time_point deadline) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return make_error(ErrorCode::k_internal, std::string("pipe: ") + std::strerror(errno));
@@ -36,7 +39,21 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv) {
   }
   ProcessResult result;
   char buf[16384];
+  bool overran = false;
   for (;;) {
+    int wait_ms = -1;
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::max<long long>(0, left.count()));
+    }
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, wait_ms);
+    if (ready == 0) {
+      overran = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (ready < 0 && errno == EINTR) continue;
     ssize_t n = read(pipe_fds[0], buf, sizeof buf);
     if (n > 0) result.output.append(buf, static_cast<std::size_t>(n));
     else if (n == 0 || errno != EINTR) break;
@@ -47,6 +64,10 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv) {
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  if (overran) {
+    return make_error(ErrorCode::k_deadline_exceeded,
+                      argv[0] + " was still running at the job's time limit (--job-timeout) and was killed");
+  }
   return result;
 }
 

@@ -2,6 +2,7 @@
 // gRPC's threads make fork without exec unsafe.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,10 @@ struct ProcessResult {
   std::string output;  // stdout and stderr, interleaved
 };
 
-// Runs argv[0] (a path) with argv; fails only when the program cannot be started.
-Expected<ProcessResult> run_process(const std::vector<std::string>& argv);
+// Runs argv[0] (a path) with argv; fails when the program cannot be started, or with
+// DEADLINE_EXCEEDED (after killing it) when it is still running at `deadline`.
+Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
+                                    std::chrono::steady_clock::time_point deadline =
+                                        std::chrono::steady_clock::time_point::max());
 
 }  // namespace kcache::server

@@ -88,11 +88,38 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
   return m_active;
 }
 
-Expected<CompileOutput> KCacheService::run_on_pool(const CompileJob& job) {
-  std::promise<Expected<CompileOutput>> done;
-  auto result = done.get_future();
-  auto queued = m_pool.submit([&] { done.set_value(m_compiler.compile(job)); });
+Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
+                                                        const std::string& module, std::vector<ImageRequest> missing) {
+  // Owned by the queued job, which may outlive this request.
+  struct Pending {
+    std::string module;
+    CompileJob job;
+    std::promise<Expected<CompileOutput>> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->module = module;
+  pending->job = CompileJob{spec, pending->module, std::move(missing),
+                            std::chrono::steady_clock::now() + m_limits.job_timeout};
+  auto result = pending->done.get_future();
+  auto queued = m_pool.submit([this, pending, key] {
+    auto output = m_compiler.compile(pending->job);
+    if (output) {
+      m_counters.compiles += output->images.size();
+      EntryRecord record{pending->job.spec.format, pending->job.spec.target,
+                         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                        std::chrono::system_clock::now().time_since_epoch())
+                                                        .count())};
+      if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) output = put.error();
+    }
+    pending->done.set_value(std::move(output));
+  });
   if (!queued) return queued.error();
+  if (result.wait_for(m_limits.job_timeout) == std::future_status::timeout) {
+    return make_error(ErrorCode::k_deadline_exceeded,
+                      "the compile of key " + key.hex() + " ran past the job time limit (" +
+                          std::to_string(m_limits.job_timeout.count()) +
+                          " s, --job-timeout); it finishes in the background and is stored if it succeeds");
+  }
   return result.get();
 }
 
@@ -128,14 +155,8 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
 
   std::vector<Image> compiled;
   if (!missing.empty()) {
-    auto output = run_on_pool(CompileJob{*spec, request.module(), missing});
+    auto output = compile_and_store(*spec, key, request.module(), missing);
     if (!output) return output.error();
-    m_counters.compiles += output->images.size();
-    EntryRecord record{spec->format, spec->target,
-                       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                      std::chrono::system_clock::now().time_since_epoch())
-                                                      .count())};
-    if (auto put = m_store.put(spec->side, key, record, output->images); !put) return put.error();
     for (std::string& d : output->diagnostics) response.add_diagnostics(std::move(d));
     compiled = std::move(output->images);
   }

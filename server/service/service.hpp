@@ -24,6 +24,7 @@ struct ServiceLimits {
   std::uint64_t max_message_bytes = (64ULL << 20) + (1ULL << 20);
   std::uint32_t max_lookup_keys = 10000;
   std::size_t fetch_chunk_bytes = 1ULL << 20;
+  std::chrono::seconds job_timeout{600};  // a request waits this long for its compile
 };
 
 // Request counters for GetStats (the store keeps its own usage numbers).
@@ -80,8 +81,10 @@ class KCacheService final : public v1::KCache::Service {
   // The body of Compile; returns the outcome or the error, which Compile counts and logs.
   Expected<v1::Outcome> compile(const v1::CompileRequest& request, v1::CompileResponse& response,
                                 std::string& key_hex, bool retried = false);
-  // Runs a compile on the pool and waits for it.
-  Expected<CompileOutput> run_on_pool(const CompileJob& job);
+  // Compiles the missing images on the pool and stores them from there, so a compile that
+  // outlives the caller's wait still lands in the cache. Waits up to the job timeout.
+  Expected<CompileOutput> compile_and_store(const JobSpec& spec, const Key& key, const std::string& module,
+                                            std::vector<ImageRequest> missing);
 
   Store& m_store;
   const Compiler& m_compiler;

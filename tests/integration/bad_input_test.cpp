@@ -1,5 +1,7 @@
 // Every bad input gets the right status and a message a person can act on; the daemon keeps
 // serving and stores nothing for a failed job.
+#include <thread>
+
 #include "daemon_fixture.hpp"
 
 namespace kcache::test {
@@ -92,6 +94,27 @@ TEST_F(NoToolkit, CubinIsAFailedPreconditionAndPtxStillWorks) {
   EXPECT_FALSE(caps->cuda_present());
   expect_refused(device_request(read_test_data("kernels/saxpy.ll"), {"sm_90"}, {v1::KIND_CUBIN}),
                  ErrorCode::k_failed_precondition, "no CUDA toolkit (ptxas) under /nonexistent/cuda");
+  expect_still_serving();
+}
+
+class JobTimeout : public BadInput {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--job-timeout", "1"}; }
+};
+
+TEST_F(JobTimeout, ASlowCompileIsDeadlineExceededAndStillLandsInTheCache) {
+  v1::CompileRequest request = device_request(slow_device_module(500), {"sm_90"});
+  expect_refused(request, ErrorCode::k_deadline_exceeded, "ran past the job time limit (1 s, --job-timeout)");
+  // The compile goes on in the background and is stored: await it, then it is a hit.
+  for (;;) {
+    auto stats = m_client->stats();
+    ASSERT_TRUE(stats);
+    if (stats->entries() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto again = m_client->compile(request);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->outcome(), v1::OUTCOME_HIT);
   expect_still_serving();
 }
 

@@ -174,27 +174,8 @@ TEST_F(RoundTrip, PtxIsAcceptedByPtxas) {
 namespace kcache::test {
 namespace {
 
-// A module that takes LLVM a noticeable while (about a second) to compile.
-std::string slow_module() {
-  std::string ir = "target triple = \"nvptx64-nvidia-cuda\"\n";
-  for (int k = 0; k < 200; ++k) {
-    ir += "define ptx_kernel void @k" + std::to_string(k) + "(ptr addrspace(1) %p, float %a) {\n";
-    std::string prev = "%a";
-    for (int j = 0; j < 30; ++j) {
-      std::string n = std::to_string(j);
-      ir += "  %q" + n + " = getelementptr float, ptr addrspace(1) %p, i64 " + n + "\n";
-      ir += "  %v" + n + " = load float, ptr addrspace(1) %q" + n + "\n";
-      ir += "  %m" + n + " = fmul float %v" + n + ", " + prev + "\n";
-      ir += "  store float %m" + n + ", ptr addrspace(1) %q" + n + "\n";
-      prev = "%m" + n;
-    }
-    ir += "  ret void\n}\n";
-  }
-  return ir;
-}
-
 TEST_F(RoundTrip, SigtermLetsTheCompileInProgressFinishAndKeepsIt) {
-  v1::CompileRequest request = device_request(slow_module(), {"sm_90"});
+  v1::CompileRequest request = device_request(slow_device_module(200), {"sm_90"});
   Expected<v1::CompileResponse> result = make_error(ErrorCode::k_unknown, "not run");
   std::thread client([&] { result = m_client->compile(request); });
   // Wait until the compile is on a worker, then ask the daemon to stop.

@@ -4,6 +4,7 @@
 #include <future>
 #include <latch>
 
+#include "compile/process.hpp"
 #include "worker_pool.hpp"
 
 namespace kcache::server {
@@ -40,6 +41,24 @@ TEST(WorkerPool, RefusesBeyondItsQueueImmediately) {
   auto after = pool.submit([] {});
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().code, ErrorCode::k_unavailable);
+}
+
+TEST(RunProcess, CapturesOutputAndKillsAProgramPastItsDeadline) {
+  auto echo = run_process({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->exit_code, 3);
+  EXPECT_NE(echo->output.find("out"), std::string::npos);
+  EXPECT_NE(echo->output.find("err"), std::string::npos);
+
+  auto start = std::chrono::steady_clock::now();
+  auto slow = run_process({"/bin/sleep", "30"}, start + std::chrono::milliseconds(200));
+  ASSERT_FALSE(slow);
+  EXPECT_EQ(slow.error().code, ErrorCode::k_deadline_exceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+
+  auto missing = run_process({"/nonexistent/ptxas"});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::k_failed_precondition);
 }
 
 }  // namespace
