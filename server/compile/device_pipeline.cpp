@@ -387,12 +387,10 @@ Expected<CompileOutput> compile_ptx_input(const Toolchain& toolchain, const Comp
 Expected<CompileOutput> compile_device(const Toolchain& toolchain, const CompileJob& job) {
   if (job.spec.format == InputFormat::ptx) return compile_ptx_input(toolchain, job);
 
-  llvm::LLVMContext ctx;
-  Diagnostics diags;
-  diags.install(ctx);
-  auto parsed = parse_and_verify(ctx, job.spec.format, job.module);
-  if (!parsed) return parsed.error();
-  llvm::Module& module = **parsed;
+  auto loaded = load_module(job.spec.format, job.module);
+  if (!loaded) return loaded.error();
+  llvm::Module& module = *(*loaded)->module;
+  Diagnostics& diags = (*loaded)->diags;
   if (auto checked = check_module(module, job); !checked) return checked.error();
 
   // The newest PTX ISA both LLVM and ptxas take, never older than the module asks for (inline

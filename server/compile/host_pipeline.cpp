@@ -31,12 +31,10 @@ Expected<void> check_triple(const llvm::Module& m, const llvm::Triple& target) {
 
 Expected<CompileOutput> compile_host(const Toolchain& toolchain, const CompileJob& job) {
   const CompileOptions& options = job.spec.options;
-  llvm::LLVMContext ctx;
-  Diagnostics diags;
-  diags.install(ctx);
-  auto parsed = parse_and_verify(ctx, job.spec.format, job.module);
-  if (!parsed) return parsed.error();
-  llvm::Module& module = **parsed;
+  auto loaded = load_module(job.spec.format, job.module);
+  if (!loaded) return loaded.error();
+  llvm::Module& module = *(*loaded)->module;
+  Diagnostics& diags = (*loaded)->diags;
   llvm::Triple triple(job.spec.target);
   if (auto ok = check_triple(module, triple); !ok) return ok.error();
 

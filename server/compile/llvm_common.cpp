@@ -122,14 +122,16 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 
 void Diagnostics::install(llvm::LLVMContext& ctx) { ctx.setDiagnosticHandlerCallBack(&handle_diagnostic, this); }
 
-Expected<std::unique_ptr<llvm::Module>> parse_and_verify(llvm::LLVMContext& ctx, InputFormat format,
-                                                         std::string_view bytes) {
-  auto module = parse(ctx, format, bytes);
+Expected<std::unique_ptr<LoadedModule>> load_module(InputFormat format, std::string_view bytes) {
+  auto loaded = std::make_unique<LoadedModule>();
+  loaded->diags.install(loaded->ctx);
+  auto module = parse(loaded->ctx, format, bytes);
   if (!module) return module.error();
   std::string report;
   llvm::raw_string_ostream os(report);
   if (llvm::verifyModule(**module, &os)) return invalid("the module fails the LLVM verifier:\n" + report);
-  return module;
+  loaded->module = std::move(*module);
+  return loaded;
 }
 
 void apply_debug_options(llvm::Module& m, const CompileOptions& options) {

@@ -35,9 +35,15 @@ struct Diagnostics {
 // "llvm.used", ...), looking through constant expressions and aggregates; sorted, unique.
 std::vector<std::string> users_of(const llvm::GlobalValue& gv);
 
+// A job's module in its own LLVMContext, with what LLVM reports collected.
+struct LoadedModule {
+  llvm::LLVMContext ctx;  // declared first: destroyed after the module
+  Diagnostics diags;
+  std::unique_ptr<llvm::Module> module;
+};
+
 // Parses bitcode or text IR (errors name line and column) and runs the verifier.
-Expected<std::unique_ptr<llvm::Module>> parse_and_verify(llvm::LLVMContext& ctx, InputFormat format,
-                                                         std::string_view bytes);
+Expected<std::unique_ptr<LoadedModule>> load_module(InputFormat format, std::string_view bytes);
 
 // Keeps full debug info, line tables only, or none, as the options say.
 void apply_debug_options(llvm::Module& m, const CompileOptions& options);

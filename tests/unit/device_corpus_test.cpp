@@ -7,22 +7,17 @@
 #include <set>
 
 #include "compile/compiler.hpp"
+#include "compile_support.hpp"
 #include "test_support.hpp"
 
 namespace kcache::server {
 namespace {
 
-const Compiler& compiler() {
-  static const Compiler c(detect_toolchain("/usr/local/cuda"));
-  return c;
-}
+const Compiler& compiler() { return test::default_compiler(); }
 
 Expected<CompileOutput> compile(const std::string& module, std::vector<ImageRequest> images,
                                 InputFormat format = InputFormat::llvm_text, const Compiler& with = compiler()) {
-  JobSpec spec;
-  spec.format = format;
-  EXPECT_TRUE(canonicalize(spec, with.toolchain().host_triple));
-  return with.compile(CompileJob{spec, module, std::move(images)});
+  return test::compile_device_job(module, std::move(images), {}, format, with);
 }
 
 std::set<std::string> entries(const std::string& ptx) {

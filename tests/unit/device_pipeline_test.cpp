@@ -3,23 +3,18 @@
 #include <gtest/gtest.h>
 
 #include "compile/compiler.hpp"
+#include "compile_support.hpp"
 #include "test_support.hpp"
 
 namespace kcache::server {
 namespace {
 
-const Compiler& compiler() {
-  static const Compiler c(detect_toolchain("/usr/local/cuda"));
-  return c;
-}
+using test::compile_device_job;
+const Compiler& compiler() { return test::default_compiler(); }
 
 Expected<CompileOutput> compile(const std::string& module, std::vector<ImageRequest> images,
                                 CompileOptions options = {}, InputFormat format = InputFormat::llvm_text) {
-  JobSpec spec;
-  spec.format = format;
-  spec.options = std::move(options);
-  EXPECT_TRUE(canonicalize(spec, compiler().toolchain().host_triple));
-  return compiler().compile(CompileJob{spec, module, std::move(images)});
+  return compile_device_job(module, std::move(images), std::move(options), format);
 }
 
 std::string ptx_for(const std::string& module, const std::string& arch, CompileOptions options = {}) {
