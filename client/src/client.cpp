@@ -16,10 +16,9 @@ std::string resolve_server(std::string_view flag) {
 }
 
 Client::Client(ClientOptions options) : m_options(std::move(options)) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);  // a Compile reply carries its images inline
-  args.SetMaxSendMessageSize(-1);     // the daemon enforces its own module limit, with a clear message
-  m_stub = v1::KCache::NewStub(grpc::CreateCustomChannel(m_options.server, grpc::InsecureChannelCredentials(), args));
+  // gRPC's default limits stay: large images arrive through the streamed Fetch. (Sending is
+  // unlimited by default; the daemon enforces its module limit with a clear message.)
+  m_stub = v1::KCache::NewStub(grpc::CreateChannel(m_options.server, grpc::InsecureChannelCredentials()));
 }
 
 std::unique_ptr<grpc::ClientContext> Client::context() const {
@@ -63,6 +62,19 @@ Expected<v1::CompileResponse> Client::compile(const v1::CompileRequest& request)
   v1::CompileResponse response;
   grpc::Status s = m_stub->Compile(context().get(), request, &response);
   if (!s.ok()) return error(s);
+  if (request.digests_only()) return response;
+  // Images past the reply's inline budget come without bytes: stream each one.
+  for (v1::Image& image : *response.mutable_images()) {
+    if (image.data().size() == image.size()) continue;
+    v1::FetchRequest fetch;
+    fetch.set_key(response.key());
+    fetch.set_side(request.side() == v1::SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+    fetch.set_arch(image.arch());
+    fetch.set_kind(image.kind());
+    auto fetched = this->fetch(fetch);
+    if (!fetched) return fetched.error();
+    image.set_data(std::move(fetched->data));
+  }
   return response;
 }
 

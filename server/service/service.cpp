@@ -161,12 +161,18 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
     compiled = std::move(output->images);
   }
 
+  std::size_t inline_left = request.digests_only() ? 0 : m_limits.inline_reply_bytes;
+  auto attach = [&](std::string data, v1::Image& out) {
+    if (data.size() > inline_left) return;  // the client fetches it
+    inline_left -= data.size();
+    out.set_data(std::move(data));
+  };
   for (const ImageRequest& want : *images) {
     v1::Image* out = response.add_images();
     auto fresh = std::find_if(compiled.begin(), compiled.end(), [&](const Image& i) { return i.meta.id() == want; });
     if (fresh != compiled.end()) {
       to_proto(fresh->meta, *out);
-      if (!request.digests_only()) out->set_data(std::move(fresh->data));
+      attach(std::move(fresh->data), *out);
       continue;
     }
     auto image = m_store.get(spec->side, key, want);
@@ -177,7 +183,7 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
       return compile(request, response, key_hex, true);
     }
     to_proto(image->meta, *out);
-    if (!request.digests_only()) out->set_data(std::move(image->data));
+    attach(std::move(image->data), *out);
   }
   return missing.empty() ? v1::OUTCOME_HIT : v1::OUTCOME_MISS;
 }

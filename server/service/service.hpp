@@ -24,6 +24,9 @@ struct ServiceLimits {
   std::uint64_t max_message_bytes = (64ULL << 20) + (1ULL << 20);
   std::uint32_t max_lookup_keys = 10000;
   std::size_t fetch_chunk_bytes = 1ULL << 20;
+  // Image bytes a Compile reply carries inline; the rest are fetched (streamed), so replies stay
+  // under gRPC's default 4 MiB message limit on clients.
+  std::size_t inline_reply_bytes = 2ULL << 20;
   std::chrono::seconds job_timeout{600};  // a request waits this long for its compile
 };
 

@@ -43,6 +43,8 @@ class Client {
   // fingerprint (one GetCapabilities the first time, nothing after).
   Expected<Key> compute_key(const v1::CompileRequest& request);
 
+  // Compiles (or hits); every image comes back with its bytes unless digests_only, large ones
+  // streamed through Fetch.
   Expected<v1::CompileResponse> compile(const v1::CompileRequest& request);
   // Fetches the best image for the request's arch, reassembling the streamed chunks and
   // checking the bytes against the digest.

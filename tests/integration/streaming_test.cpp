@@ -1,0 +1,53 @@
+// Large images travel in chunks: a 64 MiB image fetched with gRPC's default 4 MiB message limit
+// on the client, and Compile replies past their inline budget completed by streamed fetches.
+#include "daemon_fixture.hpp"
+#include "store/store.hpp"
+
+namespace kcache::test {
+namespace {
+
+TEST(Streaming, A64MiBImageIsFetchedUnderTheDefaultMessageLimit) {
+  TempDir dir;
+  // Entries generated through the store API (not by compiling), then served by a real daemon.
+  std::string payload(64 << 20, '\0');
+  for (std::size_t i = 0; i < payload.size(); i += 8) payload[i] = static_cast<char>((i * 2654435761u) >> 11);
+  Key key{sha256("a 64 MiB module")};
+  {
+    auto store = server::Store::open({dir.path() / "db", nullptr});
+    ASSERT_TRUE(store) << store.error().message;
+    auto put = (*store)->put(Side::device, key, {},
+                             std::vector{server::make_image({"sm_90", ImageKind::ptx}, payload)});
+    ASSERT_TRUE(put) << put.error().message;
+  }
+  auto daemon = DaemonProcess::start(dir.path() / "db", dir.path() / "kcached.log");
+  Client client(ClientOptions{daemon->address()});  // gRPC's default receive limit: 4 MiB
+  v1::FetchRequest fetch;
+  fetch.set_key(key.hex());
+  fetch.set_arch("sm_90");
+  auto fetched = client.fetch(fetch);
+  ASSERT_TRUE(fetched) << fetched.error().message;
+  EXPECT_EQ(fetched->data.size(), payload.size());
+  EXPECT_TRUE(fetched->data == payload);
+  EXPECT_EQ(fetched->image.sha256(), sha256_hex(payload));
+  EXPECT_EQ(daemon->stop(), 0);
+}
+
+using LargeReplies = DaemonTest;
+
+TEST_F(LargeReplies, CompileImagesPastTheInlineBudgetAreStreamed) {
+  // Two archs of a module whose PTX is over 1 MiB each: more than the 2 MiB inline budget.
+  v1::CompileRequest request = device_request(slow_device_module(350), {"sm_80", "sm_90"});
+  auto r = m_client->compile(request);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->images_size(), 2);
+  std::uint64_t total = 0;
+  for (const v1::Image& image : r->images()) {
+    EXPECT_EQ(image.data().size(), image.size()) << image.arch();
+    EXPECT_EQ(sha256_hex(image.data()), image.sha256()) << image.arch();
+    total += image.size();
+  }
+  EXPECT_GT(total, 2u << 20);
+}
+
+}  // namespace
+}  // namespace kcache::test
