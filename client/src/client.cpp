@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "kcache/sha256.hpp"
@@ -15,10 +16,22 @@ std::string resolve_server(std::string_view flag) {
   return std::string(k_default_server);
 }
 
-Client::Client(ClientOptions options) : m_options(std::move(options)) {
-  // gRPC's default limits stay: large images arrive through the streamed Fetch. (Sending is
-  // unlimited by default; the daemon enforces its module limit with a clear message.)
-  m_stub = v1::KCache::NewStub(grpc::CreateChannel(m_options.server, grpc::InsecureChannelCredentials()));
+Client::Client(ClientOptions options) : m_options(std::move(options)) { reconnect(); }
+
+void Client::reconnect() {
+  // gRPC's default message limits stay: large images arrive through the streamed Fetch. (Sending
+  // is unlimited by default; the daemon enforces its module limit with a clear message.)
+  grpc::ChannelArguments args;
+  // A channel of its own (not gRPC's process-wide subchannel pool), so a reconnect starts afresh.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = v1::KCache::NewStub(grpc::CreateCustomChannel(m_options.server, grpc::InsecureChannelCredentials(), args));
+  std::lock_guard lock(m_stub_mutex);
+  m_stub = std::move(stub);
+}
+
+std::shared_ptr<v1::KCache::Stub> Client::stub() const {
+  std::lock_guard lock(m_stub_mutex);
+  return m_stub;
 }
 
 std::unique_ptr<grpc::ClientContext> Client::context() const {
@@ -42,7 +55,7 @@ Expected<v1::Capabilities> Client::capabilities(bool refresh) {
   std::lock_guard lock(m_capabilities_mutex);
   if (m_capabilities && !refresh) return *m_capabilities;
   v1::Capabilities caps;
-  grpc::Status s = m_stub->GetCapabilities(context().get(), v1::GetCapabilitiesRequest(), &caps);
+  grpc::Status s = stub()->GetCapabilities(context().get(), v1::GetCapabilitiesRequest(), &caps);
   if (!s.ok()) return error(s);
   m_capabilities = caps;
   return caps;
@@ -60,7 +73,7 @@ Expected<Key> Client::compute_key(const v1::CompileRequest& request) {
 
 Expected<v1::CompileResponse> Client::compile(const v1::CompileRequest& request) {
   v1::CompileResponse response;
-  grpc::Status s = m_stub->Compile(context().get(), request, &response);
+  grpc::Status s = stub()->Compile(context().get(), request, &response);
   if (!s.ok()) return error(s);
   if (request.digests_only()) return response;
   // Images past the reply's inline budget come without bytes: stream each one.
@@ -80,7 +93,7 @@ Expected<v1::CompileResponse> Client::compile(const v1::CompileRequest& request)
 
 Expected<FetchedImage> Client::fetch(const v1::FetchRequest& request) {
   auto ctx = context();
-  auto reader = m_stub->Fetch(ctx.get(), request);
+  auto reader = stub()->Fetch(ctx.get(), request);
   FetchedImage out;
   v1::FetchResponse message;
   bool first = true;
@@ -102,16 +115,55 @@ Expected<FetchedImage> Client::fetch(const v1::FetchRequest& request) {
   return out;
 }
 
+template <typename Call>
+auto Client::with_retries(Call call) -> decltype(call()) {
+  auto backoff = std::chrono::milliseconds(50);
+  for (int attempt = 1;; ++attempt) {
+    auto result = call();
+    if (result || result.error().code != ErrorCode::k_unavailable || attempt >= m_options.max_attempts) return result;
+    ++m_retries;
+    std::this_thread::sleep_for(backoff);
+    // A fresh channel connects at once; an old one that saw the daemon go away waits out
+    // gRPC's reconnect backoff, with its connection attempts polled only now and then.
+    reconnect();
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+Expected<FetchedImage> Client::fetch_or_compile(const v1::CompileRequest& request, const std::string& device_arch) {
+  auto key = with_retries([&] { return compute_key(request); });
+  if (!key) return key.error();
+  v1::FetchRequest fetch_request;
+  fetch_request.set_key(key->hex());
+  fetch_request.set_arch(device_arch);
+  fetch_request.set_side(request.side() == v1::SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+  auto fetched = with_retries([&] { return fetch(fetch_request); });
+  if (fetched || fetched.error().code != ErrorCode::k_not_found) return fetched;
+
+  v1::CompileRequest compile_request = request;
+  bool has_arch = std::find(request.archs().begin(), request.archs().end(), device_arch) != request.archs().end();
+  if (!has_arch && request.side() != v1::SIDE_HOST) compile_request.add_archs(device_arch);
+  compile_request.set_digests_only(true);
+  auto compiled = with_retries([&] { return compile(compile_request); });
+  if (!compiled) return compiled.error();
+  if (compiled->key() != key->hex()) {
+    // The daemon's toolchain changed since the fingerprint was cached: take the new one.
+    if (auto refreshed = with_retries([&] { return capabilities(true); }); !refreshed) return refreshed.error();
+    fetch_request.set_key(compiled->key());
+  }
+  return with_retries([&] { return fetch(fetch_request); });
+}
+
 Expected<v1::LookupResponse> Client::lookup(const v1::LookupRequest& request) {
   v1::LookupResponse response;
-  grpc::Status s = m_stub->Lookup(context().get(), request, &response);
+  grpc::Status s = stub()->Lookup(context().get(), request, &response);
   if (!s.ok()) return error(s);
   return response;
 }
 
 Expected<v1::Stats> Client::stats() {
   v1::Stats stats;
-  grpc::Status s = m_stub->GetStats(context().get(), v1::GetStatsRequest(), &stats);
+  grpc::Status s = stub()->GetStats(context().get(), v1::GetStatsRequest(), &stats);
   if (!s.ok()) return error(s);
   return stats;
 }

@@ -30,7 +30,8 @@ class DaemonProcess {
   // Starts kcached with --db `db` (plus `extra_args`), logging to `log`; returns once it has
   // printed its port, or throws with the log's tail.
   static std::unique_ptr<DaemonProcess> start(const std::filesystem::path& db, const std::filesystem::path& log,
-                                              const std::vector<std::string>& extra_args = {});
+                                              const std::vector<std::string>& extra_args = {},
+                                              const std::string& listen = "127.0.0.1:0");
   ~DaemonProcess();
 
   int port() const { return m_port; }

@@ -2,7 +2,9 @@
 // unreachable daemon is UNAVAILABLE with a message naming its address.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +25,9 @@ std::string resolve_server(std::string_view flag);
 struct ClientOptions {
   std::string server;  // HOST:PORT
   std::chrono::milliseconds deadline = std::chrono::minutes(10);  // per call; compiles can be slow
+  // fetch_or_compile retries a call that finds the daemon UNAVAILABLE this many times in all,
+  // backing off from 50 ms, doubling, up to 1 s between tries (about 4.5 s with 8 attempts).
+  int max_attempts = 8;
 };
 
 struct FetchedImage {
@@ -50,14 +55,32 @@ class Client {
   // checking the bytes against the digest.
   Expected<FetchedImage> fetch(const v1::FetchRequest& request);
   Expected<v1::LookupResponse> lookup(const v1::LookupRequest& request);
+
+  // The load-time call: computes the key locally and fetches the best image for `device_arch`
+  // (one round trip, no upload); on a miss, compiles `request` (with `device_arch` added to its
+  // archs) and fetches. Retries with backoff while the daemon is UNAVAILABLE. A key the daemon
+  // computes differently (its toolchain changed) refreshes the cached capabilities.
+  Expected<FetchedImage> fetch_or_compile(const v1::CompileRequest& request, const std::string& device_arch);
+
+  // Calls retried after UNAVAILABLE so far (for tests and diagnostics).
+  std::uint64_t retries() const { return m_retries; }
   Expected<v1::Stats> stats();
 
  private:
   std::unique_ptr<grpc::ClientContext> context() const;
+  void reconnect();
+  std::shared_ptr<v1::KCache::Stub> stub() const;
   Error error(const grpc::Status& status) const;
 
+  // Runs `call` until it succeeds, fails with something other than UNAVAILABLE, or the
+  // attempts are spent.
+  template <typename Call>
+  auto with_retries(Call call) -> decltype(call());
+
   ClientOptions m_options;
-  std::unique_ptr<v1::KCache::Stub> m_stub;
+  std::atomic<std::uint64_t> m_retries{0};
+  mutable std::mutex m_stub_mutex;  // guards m_stub, replaced by reconnect()
+  std::shared_ptr<v1::KCache::Stub> m_stub;
   std::mutex m_capabilities_mutex;  // guards m_capabilities
   std::optional<v1::Capabilities> m_capabilities;
 };

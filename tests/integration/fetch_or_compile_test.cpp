@@ -1,0 +1,51 @@
+// The load-time path: FetchOrCompile computes the key locally, fetches, compiles on a miss, and
+// rides out a daemon restart.
+#include <thread>
+
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+namespace {
+
+using FetchOrCompile = DaemonTest;
+
+TEST_F(FetchOrCompile, MissCompilesThenHitIsOneFetch) {
+  v1::CompileRequest request = device_request(read_test_data("kernels/saxpy.ll"), {});
+  auto first = m_client->fetch_or_compile(request, "sm_90");
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->image.arch(), "sm_90");
+  EXPECT_NE(first->data.find(".entry saxpy"), std::string::npos);
+  auto second = m_client->fetch_or_compile(request, "sm_90");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->data, first->data);
+  auto stats = m_client->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->compiles(), 1u);
+  EXPECT_EQ(stats->fetches(), 3u);  // miss, after compiling, hit
+}
+
+TEST_F(FetchOrCompile, RidesOutADaemonStoppedAndRestartedMidway) {
+  std::string address = m_daemon->address();
+  ASSERT_EQ(m_daemon->stop(), 0);
+  Expected<FetchedImage> result = make_error(ErrorCode::k_unknown, "not run");
+  std::thread load([&] { result = m_client->fetch_or_compile(device_request(read_test_data("kernels/saxpy.ll"), {}), "sm_80"); });
+  // The client is now retrying against a closed port; bring the daemon back on the same one.
+  while (m_client->retries() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", {}, address);
+  load.join();
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->image.arch(), "sm_80");
+  EXPECT_GT(m_client->retries(), 0u);
+}
+
+TEST_F(FetchOrCompile, AnUnreachableDaemonIsNamedInTheError) {
+  Client client(ClientOptions{"127.0.0.1:1", std::chrono::seconds(5), 2});
+  auto r = client.fetch_or_compile(device_request(read_test_data("kernels/saxpy.ll"), {}), "sm_90");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_unavailable);
+  EXPECT_NE(r.error().message.find("cannot reach kcached at 127.0.0.1:1"), std::string::npos) << r.error().message;
+  EXPECT_EQ(client.retries(), 1u);
+}
+
+}  // namespace
+}  // namespace kcache::test
