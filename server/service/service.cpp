@@ -41,16 +41,6 @@ std::string image_list(const std::vector<ImageMeta>& metas) {
   return out;
 }
 
-std::string arch_list(const std::vector<ImageRequest>& images) {
-  std::string out;
-  for (const ImageRequest& r : images) {
-    if (out.find(r.arch) != std::string::npos) continue;
-    if (!out.empty()) out += ",";
-    out += r.arch;
-  }
-  return out;
-}
-
 const char* outcome_name(v1::Outcome outcome) {
   switch (outcome) {
     case v1::OUTCOME_HIT: return "hit";

@@ -183,7 +183,7 @@ TEST_F(StoreTest, RefusesImagesOfTheOtherSideAndFailsClosedWithoutACheck) {
   ASSERT_FALSE(host_ptx);
 
   m_store.reset();
-  auto unchecked = Store::open({m_dir.path() / "db"});
+  auto unchecked = Store::open({m_dir.path() / "db", nullptr});
   ASSERT_TRUE(unchecked);
   std::string clean = test::host_object_with_llc("define i32 @f() {\n  ret i32 1\n}\n");
   auto put = (*unchecked)->put(Side::host, key("b"), {}, std::vector{make_image({"x86_64", ImageKind::object}, clean)});

@@ -1,0 +1,90 @@
+/* libkcache's C API: what Julia (ccall), Python (ctypes) and Rust bind to.
+ *
+ * Opaque handles, explicit lengths, no C++ types and no exceptions across the boundary. Every
+ * call returns a kcache_status: KCACHE_OK (0), or the gRPC status code of the failure, with a
+ * message for a person from kcache_last_error() (per thread, valid until that thread's next
+ * call). A client may be used from several threads at once. */
+#ifndef KCACHE_KCACHE_H
+#define KCACHE_KCACHE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int kcache_status;
+#define KCACHE_OK 0
+#define KCACHE_INVALID_ARGUMENT 3
+#define KCACHE_DEADLINE_EXCEEDED 4
+#define KCACHE_NOT_FOUND 5
+#define KCACHE_RESOURCE_EXHAUSTED 8
+#define KCACHE_FAILED_PRECONDITION 9
+#define KCACHE_INTERNAL 13
+#define KCACHE_UNAVAILABLE 14
+
+enum kcache_side { KCACHE_SIDE_DEVICE = 1, KCACHE_SIDE_HOST = 2 };
+enum kcache_format { KCACHE_FORMAT_INFER = 0, KCACHE_FORMAT_BITCODE = 1, KCACHE_FORMAT_TEXT = 2, KCACHE_FORMAT_PTX = 3 };
+enum kcache_kind { KCACHE_KIND_ANY = 0, KCACHE_KIND_PTX = 1, KCACHE_KIND_CUBIN = 2, KCACHE_KIND_OBJECT = 3 };
+
+typedef struct kcache_client kcache_client;
+typedef struct kcache_image kcache_image;
+
+/* A compile job. Call kcache_job_init first, then set what differs from its defaults. */
+typedef struct kcache_job {
+  int side;                         /* kcache_side (default device) */
+  int format;                       /* kcache_format (default inferred from the bytes) */
+  const char *target;               /* target triple; NULL: the side's default */
+  int opt_level;                    /* 0..3 (default 2) */
+  int debug_info;                   /* nonzero: keep full debug info */
+  int lineinfo;                     /* nonzero: keep line tables */
+  int fast_math;                    /* nonzero: unsafe floating-point optimisations */
+  const char *const *entry_points;  /* kernels to export, entry_point_count of them */
+  size_t entry_point_count;
+  const char *cpu;                  /* host CPU; NULL: generic */
+  int host_stubs;                   /* host: nonzero stubs device-only references, zero rejects them */
+  const char *const *archs;         /* archs to compile for (fetch_or_compile adds the device's) */
+  size_t arch_count;
+  const int *kinds;                 /* kcache_kind values to emit; none: PTX (device) or object (host) */
+  size_t kind_count;
+} kcache_job;
+
+/* Fills `job` with the defaults. */
+void kcache_job_init(kcache_job *job);
+
+/* The message of this thread's last failed call ("" when it succeeded). */
+const char *kcache_last_error(void);
+
+/* A client of the daemon at `server` (HOST:PORT; NULL: $KCACHE_SERVER, else 127.0.0.1:7878), each
+ * call limited to `timeout_seconds` (<= 0: ten minutes). Connects lazily: an unreachable daemon
+ * is reported by the first call that needs it. */
+kcache_status kcache_connect(const char *server, double timeout_seconds, kcache_client **out);
+void kcache_client_free(kcache_client *client);
+
+/* The key the daemon gives this job, computed here (asks the daemon only for its toolchain
+ * fingerprint, once). Writes 64 hex digits and a NUL to key_hex. */
+kcache_status kcache_compute_key(kcache_client *client, const void *module, size_t module_size, const kcache_job *job,
+                                 char key_hex[65]);
+
+/* The best stored image of `key_hex` for a device of `arch` (sm_90; for the host side, x86_64),
+ * restricted to `kind` unless KCACHE_KIND_ANY. KCACHE_NOT_FOUND when there is none. */
+kcache_status kcache_fetch(kcache_client *client, const char *key_hex, const char *arch, int side, int kind,
+                           kcache_image **out);
+
+/* Fetch, and on a miss compile then fetch; retries while the daemon is unavailable. */
+kcache_status kcache_fetch_or_compile(kcache_client *client, const void *module, size_t module_size,
+                                      const kcache_job *job, const char *device_arch, kcache_image **out);
+
+const void *kcache_image_data(const kcache_image *image);
+size_t kcache_image_size(const kcache_image *image);
+const char *kcache_image_arch(const kcache_image *image);
+int kcache_image_kind(const kcache_image *image);      /* kcache_kind */
+int kcache_image_needs_jit(const kcache_image *image); /* PTX the driver compiles at load time */
+const char *kcache_image_sha256(const kcache_image *image);
+void kcache_image_free(kcache_image *image);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KCACHE_KCACHE_H */

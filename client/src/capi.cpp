@@ -1,0 +1,154 @@
+// The C API (kcache.h) over the C++ client. Nothing C++ crosses the boundary: every entry point
+// catches, and errors become a status plus a per-thread message.
+#include "kcache/kcache.h"
+
+#include <cstring>
+#include <string>
+
+#include "kcache/client.hpp"
+#include "wire/wire.hpp"
+
+struct kcache_client {
+  std::unique_ptr<kcache::Client> client;
+};
+
+struct kcache_image {
+  kcache::FetchedImage fetched;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+kcache_status fail(kcache_status code, std::string message) {
+  t_last_error = std::move(message);
+  return code;
+}
+
+kcache_status fail(const kcache::Error& e) { return fail(static_cast<int>(e.code), e.message); }
+
+kcache_status ok() {
+  t_last_error.clear();
+  return KCACHE_OK;
+}
+
+// Runs `body`, turning any exception into KCACHE_INTERNAL.
+template <typename Body>
+kcache_status guarded(Body body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return fail(KCACHE_INTERNAL, std::string("libkcache: ") + e.what());
+  } catch (...) {
+    return fail(KCACHE_INTERNAL, "libkcache: unexpected failure");
+  }
+}
+
+kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job) {
+  using namespace kcache;
+  if (module == nullptr && size > 0) return make_error(ErrorCode::k_invalid_argument, "module is NULL but size is not 0");
+  if (job == nullptr) return make_error(ErrorCode::k_invalid_argument, "job is NULL: call kcache_job_init");
+  v1::CompileRequest r;
+  r.set_module(static_cast<const char*>(module), size);
+  r.set_side(job->side == KCACHE_SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+  if (job->format < KCACHE_FORMAT_INFER || job->format > KCACHE_FORMAT_PTX) {
+    return make_error(ErrorCode::k_invalid_argument, "job.format " + std::to_string(job->format) + " is not a kcache_format");
+  }
+  r.set_format(static_cast<v1::InputFormat>(job->format));
+  if (job->target != nullptr) r.set_target(job->target);
+  v1::CompileOptions* o = r.mutable_options();
+  if (job->opt_level < 0) return make_error(ErrorCode::k_invalid_argument, "job.opt_level is negative");
+  o->set_opt_level(static_cast<std::uint32_t>(job->opt_level));
+  o->set_debug_info(job->debug_info != 0);
+  o->set_lineinfo(job->lineinfo != 0);
+  o->set_fast_math(job->fast_math != 0);
+  for (std::size_t i = 0; i < job->entry_point_count; ++i) o->add_entry_points(job->entry_points[i]);
+  if (job->cpu != nullptr) o->set_cpu(job->cpu);
+  o->set_guard(job->host_stubs != 0 ? v1::GUARD_STUB : v1::GUARD_REJECT);
+  for (std::size_t i = 0; i < job->arch_count; ++i) r.add_archs(job->archs[i]);
+  for (std::size_t i = 0; i < job->kind_count; ++i) r.add_emit(static_cast<v1::ImageKind>(job->kinds[i]));
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+void kcache_job_init(kcache_job* job) {
+  if (job == nullptr) return;
+  std::memset(job, 0, sizeof *job);
+  job->side = KCACHE_SIDE_DEVICE;
+  job->opt_level = 2;
+}
+
+const char* kcache_last_error(void) { return t_last_error.c_str(); }
+
+kcache_status kcache_connect(const char* server, double timeout_seconds, kcache_client** out) {
+  return guarded([&] {
+    if (out == nullptr) return fail(KCACHE_INVALID_ARGUMENT, "out is NULL");
+    kcache::ClientOptions options;
+    options.server = kcache::resolve_server(server == nullptr ? "" : server);
+    if (timeout_seconds > 0) options.deadline = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
+    *out = new kcache_client{std::make_unique<kcache::Client>(options)};
+    return ok();
+  });
+}
+
+void kcache_client_free(kcache_client* client) { delete client; }
+
+kcache_status kcache_compute_key(kcache_client* client, const void* module, size_t module_size, const kcache_job* job,
+                                 char key_hex[65]) {
+  return guarded([&] {
+    if (client == nullptr || key_hex == nullptr) return fail(KCACHE_INVALID_ARGUMENT, "client or key_hex is NULL");
+    auto request = to_request(module, module_size, job);
+    if (!request) return fail(request.error());
+    auto key = client->client->compute_key(*request);
+    if (!key) return fail(key.error());
+    std::string hex = key->hex();
+    std::memcpy(key_hex, hex.c_str(), hex.size() + 1);
+    return ok();
+  });
+}
+
+kcache_status kcache_fetch(kcache_client* client, const char* key_hex, const char* arch, int side, int kind,
+                           kcache_image** out) {
+  return guarded([&] {
+    if (client == nullptr || key_hex == nullptr || arch == nullptr || out == nullptr) {
+      return fail(KCACHE_INVALID_ARGUMENT, "client, key_hex, arch and out must not be NULL");
+    }
+    kcache::v1::FetchRequest request;
+    request.set_key(key_hex);
+    request.set_arch(arch);
+    request.set_side(side == KCACHE_SIDE_HOST ? kcache::v1::SIDE_HOST : kcache::v1::SIDE_DEVICE);
+    request.set_kind(static_cast<kcache::v1::ImageKind>(kind));
+    auto fetched = client->client->fetch(request);
+    if (!fetched) return fail(fetched.error());
+    *out = new kcache_image{std::move(*fetched)};
+    return ok();
+  });
+}
+
+kcache_status kcache_fetch_or_compile(kcache_client* client, const void* module, size_t module_size,
+                                      const kcache_job* job, const char* device_arch, kcache_image** out) {
+  return guarded([&] {
+    if (client == nullptr || device_arch == nullptr || out == nullptr) {
+      return fail(KCACHE_INVALID_ARGUMENT, "client, device_arch and out must not be NULL");
+    }
+    auto request = to_request(module, module_size, job);
+    if (!request) return fail(request.error());
+    auto fetched = client->client->fetch_or_compile(*request, device_arch);
+    if (!fetched) return fail(fetched.error());
+    *out = new kcache_image{std::move(*fetched)};
+    return ok();
+  });
+}
+
+const void* kcache_image_data(const kcache_image* image) { return image->fetched.data.data(); }
+size_t kcache_image_size(const kcache_image* image) { return image->fetched.data.size(); }
+const char* kcache_image_arch(const kcache_image* image) { return image->fetched.image.arch().c_str(); }
+int kcache_image_kind(const kcache_image* image) { return image->fetched.image.kind(); }
+int kcache_image_needs_jit(const kcache_image* image) { return image->fetched.image.needs_jit() ? 1 : 0; }
+const char* kcache_image_sha256(const kcache_image* image) { return image->fetched.image.sha256().c_str(); }
+void kcache_image_free(kcache_image* image) { delete image; }
+
+}  // extern "C"

@@ -1,0 +1,81 @@
+/* The C API from C: connect, compute a key, miss, fetch-or-compile, fetch by key, bad input.
+ * Usage: kcache_capi_test SERVER MODULE.ll ; prints "capi ok" and exits 0 when every check holds. */
+#include <kcache/kcache.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
+              kcache_last_error());                                                 \
+      ++failures;                                                                   \
+    }                                                                               \
+  } while (0)
+
+static char *read_all(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *data = malloc((size_t)n);
+  *size = fread(data, 1, (size_t)n, f);
+  fclose(f);
+  return data;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s SERVER MODULE.ll\n", argv[0]);
+    return 2;
+  }
+  size_t size = 0;
+  char *module = read_all(argv[2], &size);
+  if (module == NULL) return 2;
+
+  kcache_client *client = NULL;
+  CHECK(kcache_connect(argv[1], 60, &client) == KCACHE_OK);
+
+  kcache_job job;
+  kcache_job_init(&job);
+  char key[65];
+  CHECK(kcache_compute_key(client, module, size, &job, key) == KCACHE_OK);
+  CHECK(strlen(key) == 64);
+
+  kcache_image *image = NULL;
+  CHECK(kcache_fetch(client, key, "sm_90", KCACHE_SIDE_DEVICE, KCACHE_KIND_ANY, &image) == KCACHE_NOT_FOUND);
+  CHECK(strstr(kcache_last_error(), key) != NULL);
+
+  CHECK(kcache_fetch_or_compile(client, module, size, &job, "sm_90", &image) == KCACHE_OK);
+  CHECK(strcmp(kcache_last_error(), "") == 0);
+  CHECK(image != NULL && kcache_image_size(image) > 0);
+  CHECK(strcmp(kcache_image_arch(image), "sm_90") == 0);
+  CHECK(kcache_image_kind(image) == KCACHE_KIND_PTX);
+  CHECK(kcache_image_needs_jit(image) == 1);
+  CHECK(memmem(kcache_image_data(image), kcache_image_size(image), ".entry saxpy", 12) != NULL);
+
+  kcache_image *again = NULL;
+  CHECK(kcache_fetch(client, key, "sm_90", KCACHE_SIDE_DEVICE, KCACHE_KIND_PTX, &again) == KCACHE_OK);
+  CHECK(again != NULL && strcmp(kcache_image_sha256(again), kcache_image_sha256(image)) == 0);
+
+  kcache_image *none = NULL;
+  CHECK(kcache_fetch(client, "not-a-key", "sm_90", KCACHE_SIDE_DEVICE, KCACHE_KIND_ANY, &none) ==
+        KCACHE_INVALID_ARGUMENT);
+  CHECK(strstr(kcache_last_error(), "not a key") != NULL);
+  job.opt_level = 9;
+  CHECK(kcache_fetch_or_compile(client, module, size, &job, "sm_90", &none) == KCACHE_INVALID_ARGUMENT);
+  CHECK(none == NULL);
+
+  kcache_image_free(image);
+  kcache_image_free(again);
+  kcache_client_free(client);
+  free(module);
+  if (failures != 0) return 1;
+  puts("capi ok");
+  return 0;
+}

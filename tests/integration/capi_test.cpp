@@ -1,0 +1,26 @@
+// The C API, from a program written in C and linked against libkcache.so, against a real daemon.
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+namespace {
+
+using CApi = DaemonTest;
+
+TEST_F(CApi, FromC) {
+  std::filesystem::path module = m_dir.path() / "saxpy.ll";
+  write_file(module, read_test_data("kernels/saxpy.ll"));
+  auto r = run_program({KCACHE_CAPI_TEST_PATH, m_daemon->address(), module.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "capi ok\n") << r.err;
+}
+
+TEST(CApiUnreachable, NamesTheServer) {
+  TempDir dir;
+  write_file(dir.path() / "m.ll", read_test_data("kernels/saxpy.ll"));
+  auto r = run_program({KCACHE_CAPI_TEST_PATH, "127.0.0.1:1", (dir.path() / "m.ll").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot reach kcached at 127.0.0.1:1"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kcache::test
