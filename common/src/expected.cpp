@@ -11,6 +11,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::k_not_found: return "NOT_FOUND";
     case ErrorCode::k_resource_exhausted: return "RESOURCE_EXHAUSTED";
     case ErrorCode::k_failed_precondition: return "FAILED_PRECONDITION";
+    case ErrorCode::k_aborted: return "ABORTED";
     case ErrorCode::k_unimplemented: return "UNIMPLEMENTED";
     case ErrorCode::k_internal: return "INTERNAL";
     case ErrorCode::k_unavailable: return "UNAVAILABLE";

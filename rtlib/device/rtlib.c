@@ -14,21 +14,20 @@ int vprintf(const char *format, void *args);
 void *malloc(size_t size);
 void free(void *ptr);
 
-#define NAME_BYTES 64
-#define MESSAGE_BYTES 256
+#include "kcache/exception_info.h"
 
-/* Layout read by the host loader; keep in step with client-side readers. */
-struct kcache_exception_info {
-  unsigned int status;       /* 0: no exception; 1: an exception was signalled */
-  unsigned int reserved;
-  u64 owner;                 /* 1 + linear id of the thread that claimed the record; 0: unclaimed */
-  unsigned int thread[3];
-  unsigned int block[3];
-  char name[NAME_BYTES];     /* exception type name, if reported */
-  char message[MESSAGE_BYTES];
-};
+#define NAME_BYTES KCACHE_EXCEPTION_NAME_BYTES
+#define MESSAGE_BYTES KCACHE_EXCEPTION_MESSAGE_BYTES
 
+/* The record in device memory, and where reports go: host-mapped memory when the loader set
+ * the pointer, so the host can read the report even after a trap killed the context. */
 struct kcache_exception_info kcache_exception_info;
+struct kcache_exception_info *kcache_exception_info_ptr;
+
+static struct kcache_exception_info *record(void) {
+  struct kcache_exception_info *mapped = kcache_exception_info_ptr;
+  return mapped != 0 ? mapped : &kcache_exception_info;
+}
 
 static unsigned int tid_x(void) { return __nvvm_read_ptx_sreg_tid_x(); }
 static unsigned int tid_y(void) { return __nvvm_read_ptx_sreg_tid_y(); }
@@ -48,14 +47,14 @@ static u64 my_linear_id(void) {
 static int owns_record(void) {
   u64 me = my_linear_id();
   u64 expected = 0;
-  if (__atomic_compare_exchange_n(&kcache_exception_info.owner, &expected, me, 0, __ATOMIC_ACQ_REL,
+  if (__atomic_compare_exchange_n(&record()->owner, &expected, me, 0, __ATOMIC_ACQ_REL,
                                   __ATOMIC_ACQUIRE)) {
-    kcache_exception_info.thread[0] = tid_x();
-    kcache_exception_info.thread[1] = tid_y();
-    kcache_exception_info.thread[2] = tid_z();
-    kcache_exception_info.block[0] = bid_x();
-    kcache_exception_info.block[1] = bid_y();
-    kcache_exception_info.block[2] = bid_z();
+    record()->thread[0] = tid_x();
+    record()->thread[1] = tid_y();
+    record()->thread[2] = tid_z();
+    record()->block[0] = bid_x();
+    record()->block[1] = bid_y();
+    record()->block[2] = bid_z();
     return 1;
   }
   return expected == me;
@@ -70,11 +69,11 @@ static void copy_text(char *to, const char *from, int capacity) {
 }
 
 void gpu_signal_exception(void) {
-  __atomic_store_n(&kcache_exception_info.status, 1u, __ATOMIC_RELEASE);
+  __atomic_store_n(&record()->status, 1u, __ATOMIC_RELEASE);
   __nvvm_membar_sys();
 }
 
-int gpu_exception_pending(void) { return __atomic_load_n(&kcache_exception_info.status, __ATOMIC_ACQUIRE) != 0; }
+int gpu_exception_pending(void) { return __atomic_load_n(&record()->status, __ATOMIC_ACQUIRE) != 0; }
 
 void gpu_report_exception(const char *message) {
   struct {
@@ -82,7 +81,7 @@ void gpu_report_exception(const char *message) {
     unsigned int tx, ty, tz, bx, by, bz;
   } args = {message, tid_x(), tid_y(), tid_z(), bid_x(), bid_y(), bid_z()};
   vprintf("ERROR: a %s was thrown during kernel execution on thread (%u, %u, %u) in block (%u, %u, %u).\n", &args);
-  if (owns_record()) copy_text(kcache_exception_info.message, message, MESSAGE_BYTES);
+  if (owns_record()) copy_text(record()->message, message, MESSAGE_BYTES);
 }
 
 void gpu_report_exception_name(const char *name) {
@@ -90,7 +89,7 @@ void gpu_report_exception_name(const char *name) {
     const char *name;
   } args = {name};
   vprintf("ERROR: exception %s\n", &args);
-  if (owns_record()) copy_text(kcache_exception_info.name, name, NAME_BYTES);
+  if (owns_record()) copy_text(record()->name, name, NAME_BYTES);
 }
 
 void gpu_report_exception_frame(int frame, const char *function, const char *file, int line) {
@@ -109,7 +108,7 @@ void gpu_report_oom(u64 size) {
     unsigned int tx, bx;
   } args = {size, tid_x(), bid_x()};
   vprintf("ERROR: out of dynamic GPU memory (trying to allocate %llu bytes) on thread %u of block %u\n", &args);
-  if (owns_record()) copy_text(kcache_exception_info.message, "out of dynamic GPU memory", MESSAGE_BYTES);
+  if (owns_record()) copy_text(record()->message, "out of dynamic GPU memory", MESSAGE_BYTES);
 }
 
 void *gpu_malloc(u64 size) { return malloc(size); }

@@ -18,6 +18,7 @@ enum class ErrorCode : int {
   k_not_found = 5,
   k_resource_exhausted = 8,
   k_failed_precondition = 9,
+  k_aborted = 10,
   k_unimplemented = 12,
   k_internal = 13,
   k_unavailable = 14,

@@ -19,9 +19,6 @@ std::span<const RuntimeFunction> runtime_functions();
 // The device implementation: NVPTX bitcode compiled from device/rtlib.c at build time.
 std::string_view device_bitcode();
 
-// The device global holding the exception info record a host loader reads (see device/rtlib.c).
-inline constexpr std::string_view k_exception_info_symbol = "kcache_exception_info";
-
 // Device functions the CUDA driver provides to every module; references to them may stay
 // undefined in PTX.
 bool is_driver_provided(std::string_view name);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepares the images the GPU test loads (through a temporary kcached), then runs it.
+# Usage: tests/gpu/run.sh BUILD_DIR [IMAGES_DIR]. Exits 77 (skipped) where no CUDA driver is.
+# On a GPU machine without this project's build tools: prepare here, carry IMAGES_DIR and the
+# statically linked kcache_gpu_test there, run `kcache_gpu_test IMAGES_DIR`.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:?usage: run.sh BUILD_DIR [IMAGES_DIR]}
+images=${2:-$(mktemp -d)}
+work=$(mktemp -d)
+trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+"$build/server/kcached" --listen 127.0.0.1:0 --db "$work/db" --port-file "$work/port" --log-level warn \
+  >/dev/null 2>"$work/kcached.log" &
+echo $! >"$work/pid"
+while [ ! -s "$work/port" ]; do sleep 0.01; done
+kcache() { "$build/client/kcache" --server "127.0.0.1:$(cat "$work/port")" "$@"; }
+
+kernels=$root/tests/data/kernels
+kcache compile "$kernels/saxpy.ll" --arch sm_80 -o "$images/saxpy.sm_80.ptx" >/dev/null
+kcache compile "$kernels/throw.ll" --arch sm_80 -o "$images/throw.sm_80.ptx" >/dev/null
+if kcache capabilities --json | grep -q '"cuda_present":true'; then
+  for arch in sm_80 sm_90; do
+    kcache compile "$kernels/saxpy.ll" --arch $arch --emit cubin -o "$images/saxpy.$arch.cubin" >/dev/null
+  done
+fi
+exec "$build/tests/kcache_gpu_test" "$images"
