@@ -8,6 +8,13 @@
 #include <iostream>
 #include <sstream>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
 #include "wire/wire.hpp"
 
@@ -322,6 +329,133 @@ int run_key(kcache::Client& client, const GlobalFlags& g, const JobFlags& job) {
   return k_exit_ok;
 }
 
+// The job flags of one manifest module (JSON), paths relative to the manifest's folder.
+JobFlags job_from_manifest(const json& m, const std::filesystem::path& base, const std::vector<std::string>& archs) {
+  JobFlags f;
+  if (!m.contains("path")) fail(k_exit_usage, "manifest: a module without \"path\"");
+  f.file = (base / m["path"].get<std::string>()).string();
+  f.side = m.value("side", "device");
+  f.format = m.value("format", "");
+  f.target = m.value("target", "");
+  f.opt_level = m.value("opt_level", 2u);
+  f.debug = m.value("debug", false);
+  f.lineinfo = m.value("lineinfo", false);
+  f.fast_math = m.value("fast_math", false);
+  f.entries = m.value("entry_points", std::vector<std::string>{});
+  f.cpu = m.value("cpu", "");
+  f.guard = m.value("host_runtime", "reject");
+  f.emit = m.value("emit", std::vector<std::string>{});
+  if (f.side == "device") f.archs = archs;
+  return f;
+}
+
+int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::string& manifest_path,
+                   std::vector<std::string> archs, const std::string& out, unsigned jobs) {
+  json manifest;
+  try {
+    std::ifstream f(manifest_path);
+    if (!f) fail(k_exit_usage, "cannot read " + manifest_path);
+    manifest = json::parse(f);
+  } catch (const json::exception& e) {
+    fail(k_exit_usage, manifest_path + " is not valid JSON: " + e.what());
+  }
+  if (archs.empty()) archs = manifest.value("archs", std::vector<std::string>{});
+  const json& modules = manifest.value("modules", json::array());
+  if (modules.empty()) fail(k_exit_usage, manifest_path + " lists no modules");
+  std::filesystem::path base = std::filesystem::path(manifest_path).parent_path();
+  std::filesystem::create_directories(std::filesystem::path(out) / "images");
+  auto caps = client.capabilities();
+  if (!caps) fail(caps.error());
+
+  std::vector<kcache::BundleEntry> entries(modules.size());
+  std::vector<std::string> errors(modules.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex print_mutex;  // guards the progress output
+  bool tty = isatty(STDERR_FILENO) != 0;
+  auto work = [&] {
+    for (std::size_t i = next++; i < modules.size(); i = next++) {
+      std::string name = modules[i].value("path", "?");
+      try {
+        JobFlags flags = job_from_manifest(modules[i], base, archs);
+        auto response = client.compile(build_request(flags));
+        if (!response) fail(response.error());
+        kcache::BundleEntry& e = entries[i];
+        e.module = name;
+        e.key = response->key();
+        e.side = *kcache::parse_side(flags.side);
+        for (const v1::Image& im : response->images()) {
+          std::string file = "images/" + e.key + "." + im.arch() + "." + ext_text(im.kind());
+          write_file(std::filesystem::path(out) / file, im.data());
+          kcache::BundleImage b{{im.arch(), *kcache::wire::from_proto(im.kind())}, im.size(), im.sha256(), file, {}};
+          for (const v1::KernelInfo& k : im.kernels()) b.kernels.push_back(k.name());
+          e.images.push_back(std::move(b));
+        }
+      } catch (const Failure& f) {
+        errors[i] = f.message;
+      }
+      std::size_t n = ++done;
+      std::lock_guard lock(print_mutex);
+      if (tty) {
+        int width = 30, filled = static_cast<int>(width * n / modules.size());
+        std::fprintf(stderr, "\r[%s%s] %zu/%zu %-40.40s", std::string(filled, '#').c_str(),
+                     std::string(width - filled, '.').c_str(), n, modules.size(), name.c_str());
+      } else {
+        std::fprintf(stderr, "precompiled %zu/%zu %s%s\n", n, modules.size(), name.c_str(),
+                     errors[i].empty() ? "" : " FAILED");
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(1u, jobs); ++t) threads.emplace_back(work);
+  for (std::thread& t : threads) t.join();
+  if (tty) std::fprintf(stderr, "\n");
+
+  std::size_t failed = 0, images = 0;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    if (!errors[i].empty()) {
+      ++failed;
+      std::fprintf(stderr, "kcache: %s: %s\n", modules[i].value("path", "?").c_str(), errors[i].c_str());
+    }
+    images += entries[i].images.size();
+  }
+  if (failed > 0) fail(k_exit_bad_input, std::to_string(failed) + " of " + std::to_string(modules.size()) + " modules failed; no bundle index written");
+  kcache::BundleIndex index{caps->fingerprint(), std::move(entries)};
+  if (auto written = kcache::write_bundle_index(out, index); !written) fail(written.error());
+  if (g.json) {
+    std::cout << json{{"bundle", out}, {"modules", modules.size()}, {"images", images}}.dump() << '\n';
+  } else {
+    std::printf("bundle %s: %zu modules, %zu images\n", out.c_str(), modules.size(), images);
+  }
+  return k_exit_ok;
+}
+
+int run_bundle_fetch(const GlobalFlags& g, const std::string& dir, const std::string& key, const std::string& arch,
+                     const std::string& kind, const OutputFlags& out) {
+  auto bundle = kcache::Bundle::open(dir);
+  if (!bundle) fail(bundle.error());
+  std::optional<kcache::ImageKind> only;
+  if (!kind.empty()) {
+    only = kcache::parse_kind(kind);
+    if (!only) fail(k_exit_usage, "--kind: unknown kind '" + kind + "' (use ptx, cubin or obj)");
+  }
+  auto found = bundle->fetch(key, arch, only);
+  if (!found) fail(found.error());
+  v1::Image image;
+  image.set_arch(found->image.id.arch);
+  image.set_kind(kcache::wire::to_proto(found->image.id.kind));
+  image.set_size(found->image.size);
+  image.set_sha256(found->image.sha256);
+  image.set_needs_jit(found->needs_jit);
+  auto paths = write_images(out, {&image}, {&found->data});
+  if (g.json) {
+    std::cout << json{{"key", key}, {"outcome", "hit"}, {"images", json::array({image_json(image, paths[0])})}}.dump()
+              << '\n';
+  } else {
+    print_images("hit (bundle)  " + key, {&image}, paths);
+  }
+  return k_exit_ok;
+}
+
 int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
   auto caps = client.capabilities();
   if (!caps) fail(caps.error());
@@ -380,6 +514,26 @@ int main(int argc, char** argv) {
   key_job.add_to(*key);
   auto* caps = app.add_subcommand("capabilities", "Show the daemon's toolchain and limits");
 
+  std::string manifest, bundle_out;
+  std::vector<std::string> precompile_archs;
+  unsigned precompile_jobs = 4;
+  auto* precompile = app.add_subcommand("precompile", "Compile every module of a JSON manifest into a bundle");
+  precompile->add_option("MANIFEST", manifest, "JSON: {\"archs\": [...], \"modules\": [{\"path\": ..., options}]}")
+      ->required();
+  precompile->add_option("--arch", precompile_archs, "GPU archs, comma-separated (default: the manifest's)")
+      ->delimiter(',');
+  precompile->add_option("--out", bundle_out, "Bundle folder")->required();
+  precompile->add_option("-j,--jobs", precompile_jobs, "Modules compiled at once")->capture_default_str();
+
+  std::string bundle_dir, bundle_key, bundle_arch, bundle_kind;
+  OutputFlags bundle_fetch_out;
+  auto* bundle_fetch = app.add_subcommand("bundle-fetch", "Serve an image from a bundle, with no daemon");
+  bundle_fetch->add_option("BUNDLE", bundle_dir, "Bundle folder")->required();
+  bundle_fetch->add_option("KEY", bundle_key, "Key (64 hex digits)")->required();
+  bundle_fetch->add_option("--arch", bundle_arch, "The device's arch (sm_90), or the host CPU arch")->required();
+  bundle_fetch->add_option("--kind", bundle_kind, "Only this kind: ptx, cubin or obj");
+  bundle_fetch_out.add_to(*bundle_fetch);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -398,6 +552,8 @@ int main(int argc, char** argv) {
     if (*stats) return run_stats(client, g);
     if (*key) return run_key(client, g, key_job);
     if (*caps) return run_capabilities(client, g);
+    if (*precompile) return run_precompile(client, g, manifest, precompile_archs, bundle_out, precompile_jobs);
+    if (*bundle_fetch) return run_bundle_fetch(g, bundle_dir, bundle_key, bundle_arch, bundle_kind, bundle_fetch_out);
   } catch (const Failure& f) {
     if (g.json) std::cout << json{{"error", f.message}, {"exit_code", f.code}}.dump() << '\n';
     std::fprintf(stderr, "kcache: %s\n", f.message.c_str());

@@ -3,8 +3,10 @@
 #include "kcache/kcache.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
 #include "wire/wire.hpp"
 
@@ -14,6 +16,10 @@ struct kcache_client {
 
 struct kcache_image {
   kcache::FetchedImage fetched;
+};
+
+struct kcache_bundle {
+  kcache::Bundle bundle;
 };
 
 namespace {
@@ -142,6 +148,40 @@ kcache_status kcache_fetch_or_compile(kcache_client* client, const void* module,
     return ok();
   });
 }
+
+kcache_status kcache_bundle_open(const char* dir, kcache_bundle** out) {
+  return guarded([&] {
+    if (dir == nullptr || out == nullptr) return fail(KCACHE_INVALID_ARGUMENT, "dir and out must not be NULL");
+    auto bundle = kcache::Bundle::open(dir);
+    if (!bundle) return fail(bundle.error());
+    *out = new kcache_bundle{std::move(*bundle)};
+    return ok();
+  });
+}
+
+kcache_status kcache_bundle_fetch(const kcache_bundle* bundle, const char* key_hex, const char* arch, int kind,
+                                  kcache_image** out) {
+  return guarded([&] {
+    if (bundle == nullptr || key_hex == nullptr || arch == nullptr || out == nullptr) {
+      return fail(KCACHE_INVALID_ARGUMENT, "bundle, key_hex, arch and out must not be NULL");
+    }
+    std::optional<kcache::ImageKind> only;
+    if (kind != KCACHE_KIND_ANY) only = kcache::wire::from_proto(static_cast<kcache::v1::ImageKind>(kind));
+    auto found = bundle->bundle.fetch(key_hex, arch, only);
+    if (!found) return fail(found.error());
+    kcache::FetchedImage fetched;
+    fetched.image.set_arch(found->image.id.arch);
+    fetched.image.set_kind(kcache::wire::to_proto(found->image.id.kind));
+    fetched.image.set_size(found->image.size);
+    fetched.image.set_sha256(found->image.sha256);
+    fetched.image.set_needs_jit(found->needs_jit);
+    fetched.data = std::move(found->data);
+    *out = new kcache_image{std::move(fetched)};
+    return ok();
+  });
+}
+
+void kcache_bundle_free(kcache_bundle* bundle) { delete bundle; }
 
 const void* kcache_image_data(const kcache_image* image) { return image->fetched.data.data(); }
 size_t kcache_image_size(const kcache_image* image) { return image->fetched.data.size(); }

@@ -29,9 +29,28 @@ static char *read_all(const char *path, size_t *size) {
   return data;
 }
 
+/* kcache_capi_test bundle DIR KEY: serves KEY for sm_86 from a bundle, with no daemon. */
+static int bundle_mode(const char *dir, const char *key) {
+  kcache_bundle *bundle = NULL;
+  CHECK(kcache_bundle_open(dir, &bundle) == KCACHE_OK);
+  kcache_image *image = NULL;
+  CHECK(kcache_bundle_fetch(bundle, key, "sm_86", KCACHE_KIND_ANY, &image) == KCACHE_OK);
+  CHECK(image != NULL && kcache_image_size(image) > 0 && strcmp(kcache_image_arch(image), "sm_80") == 0);
+  kcache_image *none = NULL;
+  CHECK(kcache_bundle_fetch(bundle, key, "sm_75", KCACHE_KIND_ANY, &none) == KCACHE_NOT_FOUND);
+  kcache_bundle *missing = NULL;
+  CHECK(kcache_bundle_open("/nonexistent/bundle", &missing) == KCACHE_NOT_FOUND);
+  kcache_image_free(image);
+  kcache_bundle_free(bundle);
+  if (failures != 0) return 1;
+  puts("capi bundle ok");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "bundle") == 0) return bundle_mode(argv[2], argv[3]);
   if (argc != 3) {
-    fprintf(stderr, "usage: %s SERVER MODULE.ll\n", argv[0]);
+    fprintf(stderr, "usage: %s SERVER MODULE.ll | %s bundle DIR KEY\n", argv[0], argv[0]);
     return 2;
   }
   size_t size = 0;
