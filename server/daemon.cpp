@@ -50,6 +50,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   limits.max_module_bytes = config.max_module_size;
   limits.max_archs = config.max_archs;
   limits.job_timeout = std::chrono::seconds(config.job_timeout_s);
+  limits.max_store_bytes = config.max_size;
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
   d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, limits);
 

@@ -473,7 +473,8 @@ int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
             {"libdevice_present", caps->libdevice_present()},
             {"cubin_assembler", caps->cubin_assembler()},
             {"max_module_bytes", caps->limits().max_module_bytes()},
-            {"max_archs", caps->limits().max_archs()}};
+            {"max_archs", caps->limits().max_archs()},
+            {"max_store_bytes", caps->limits().max_store_bytes()}};
   std::cout << (g.json ? j.dump() : j.dump(2)) << '\n';
   return k_exit_ok;
 }

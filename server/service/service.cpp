@@ -78,6 +78,14 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
   return m_active;
 }
 
+void KCacheService::warn_if_over_size() {
+  std::uint64_t bytes = m_store.stats().bytes;
+  if (bytes <= m_limits.max_store_bytes || m_warned_over_size.exchange(true)) return;
+  spdlog::warn("the store holds {} image bytes, over --max-size {}; eviction is not implemented yet, so it keeps "
+               "growing: give it room or a larger --max-size",
+               bytes, m_limits.max_store_bytes);
+}
+
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
                                                         const std::string& module, std::vector<ImageRequest> missing) {
   // Owned by the queued job, which may outlive this request.
@@ -100,6 +108,7 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
                                                         std::chrono::system_clock::now().time_since_epoch())
                                                         .count())};
       if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) output = put.error();
+    warn_if_over_size();
     }
     pending->done.set_value(std::move(output));
   });
@@ -310,6 +319,7 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetC
   response->mutable_limits()->set_max_module_bytes(m_limits.max_module_bytes);
   response->mutable_limits()->set_max_archs(m_limits.max_archs);
   response->mutable_limits()->set_max_message_bytes(m_limits.max_message_bytes);
+  response->mutable_limits()->set_max_store_bytes(m_limits.max_store_bytes);
   response->set_server_version(KCACHE_VERSION);
   return grpc::Status::OK;
 }

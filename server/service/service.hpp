@@ -28,6 +28,7 @@ struct ServiceLimits {
   // under gRPC's default 4 MiB message limit on clients.
   std::size_t inline_reply_bytes = 2ULL << 20;
   std::chrono::seconds job_timeout{600};  // a request waits this long for its compile
+  std::uint64_t max_store_bytes = 10ULL << 30;  // --max-size
 };
 
 // Request counters for GetStats (the store keeps its own usage numbers).
@@ -93,8 +94,12 @@ class KCacheService final : public v1::KCache::Service {
   const Compiler& m_compiler;
   WorkerPool& m_pool;
   const ServiceLimits m_limits;
+  // Logs once when the store first outgrows --max-size (until eviction enforces it).
+  void warn_if_over_size();
+
   ServiceCounters m_counters;
   CallTracker m_calls;
+  std::atomic<bool> m_warned_over_size{false};
 };
 
 }  // namespace kcache::server

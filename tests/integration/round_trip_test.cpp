@@ -205,7 +205,8 @@ namespace {
 
 TEST(DaemonConfig, ConfigFileSetsOptionsAndFlagsWin) {
   TempDir dir;
-  write_file(dir.path() / "kcached.toml", "max-archs = 3\nmax-module-size = \"128K\"\nlog-level = \"debug\"\n");
+  write_file(dir.path() / "kcached.toml",
+             "max-archs = 3\nmax-module-size = \"128K\"\nmax-size = \"3G\"\nlog-level = \"debug\"\n");
   auto daemon = DaemonProcess::start(dir.path() / "db", dir.path() / "kcached.log",
                                      {"--config", (dir.path() / "kcached.toml").string(), "--max-archs", "5"});
   Client client(ClientOptions{daemon->address()});
@@ -213,6 +214,7 @@ TEST(DaemonConfig, ConfigFileSetsOptionsAndFlagsWin) {
   ASSERT_TRUE(caps) << caps.error().message;
   EXPECT_EQ(caps->limits().max_archs(), 5u);                   // the flag wins over the file
   EXPECT_EQ(caps->limits().max_module_bytes(), 128u * 1024);  // from the file
+  EXPECT_EQ(caps->limits().max_store_bytes(), 3ULL << 30);
   EXPECT_EQ(daemon->stop(), 0);
 }
 
