@@ -87,32 +87,58 @@ void KCacheService::warn_if_over_size() {
 }
 
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
-                                                        const std::string& module, std::vector<ImageRequest> missing) {
+                                                        const std::string& module, std::vector<ImageRequest> missing,
+                                                        bool& coalesced) {
+  // One compile per (side, key, images): later identical requests wait for the first one's.
+  std::string flight = std::string(side_name(spec.side)) + "/" + key.hex();
+  for (const ImageRequest& r : missing) flight += "/" + r.arch + "." + std::string(kind_name(r.kind));
+
   // Owned by the queued job, which may outlive this request.
   struct Pending {
     std::string module;
     CompileJob job;
     std::promise<Expected<CompileOutput>> done;
   };
-  auto pending = std::make_shared<Pending>();
-  pending->module = module;
-  pending->job = CompileJob{spec, pending->module, std::move(missing),
-                            std::chrono::steady_clock::now() + m_limits.job_timeout};
-  auto result = pending->done.get_future();
-  auto queued = m_pool.submit([this, pending, key] {
-    auto output = m_compiler.compile(pending->job);
-    if (output) {
-      m_counters.compiles += output->images.size();
-      EntryRecord record{pending->job.spec.format, pending->job.spec.target,
-                         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                        std::chrono::system_clock::now().time_since_epoch())
-                                                        .count())};
-      if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) output = put.error();
-    warn_if_over_size();
+  std::shared_future<Expected<CompileOutput>> result;
+  std::shared_ptr<Pending> pending;
+  {
+    std::lock_guard lock(m_in_flight_mutex);
+    if (auto it = m_in_flight.find(flight); it != m_in_flight.end()) {
+      result = it->second;
+    } else {
+      pending = std::make_shared<Pending>();
+      result = pending->done.get_future().share();
+      m_in_flight.emplace(flight, result);
     }
-    pending->done.set_value(std::move(output));
-  });
-  if (!queued) return queued.error();
+  }
+  coalesced = pending == nullptr;
+  if (pending) {
+    pending->module = module;
+    pending->job = CompileJob{spec, pending->module, std::move(missing),
+                              std::chrono::steady_clock::now() + m_limits.job_timeout};
+    auto finish = [this, pending, flight](Expected<CompileOutput> output) {
+      {
+        // Stored (or failed) before it leaves the table: a request arriving now sees a hit.
+        std::lock_guard lock(m_in_flight_mutex);
+        m_in_flight.erase(flight);
+      }
+      pending->done.set_value(std::move(output));
+    };
+    auto queued = m_pool.submit([this, pending, key, finish] {
+      auto output = m_compiler.compile(pending->job);
+      if (output) {
+        m_counters.compiles += output->images.size();
+        EntryRecord record{pending->job.spec.format, pending->job.spec.target,
+                           static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                          .count())};
+        if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) output = put.error();
+        warn_if_over_size();
+      }
+      finish(std::move(output));
+    });
+    if (!queued) finish(queued.error());
+  }
   if (result.wait_for(m_limits.job_timeout) == std::future_status::timeout) {
     return make_error(ErrorCode::k_deadline_exceeded,
                       "the compile of key " + key.hex() + " ran past the job time limit (" +
@@ -153,8 +179,9 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   }
 
   std::vector<Image> compiled;
+  bool coalesced = false;
   if (!missing.empty()) {
-    auto output = compile_and_store(*spec, key, request.module(), missing);
+    auto output = compile_and_store(*spec, key, request.module(), missing, coalesced);
     if (!output) return output.error();
     for (std::string& d : output->diagnostics) response.add_diagnostics(std::move(d));
     compiled = std::move(output->images);
@@ -184,7 +211,8 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
     to_proto(image->meta, *out);
     attach(std::move(image->data), *out);
   }
-  return missing.empty() ? v1::OUTCOME_HIT : v1::OUTCOME_MISS;
+  if (missing.empty()) return v1::OUTCOME_HIT;
+  return coalesced ? v1::OUTCOME_COALESCED : v1::OUTCOME_MISS;
 }
 
 grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileRequest* request,
@@ -206,7 +234,8 @@ grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileReque
     return wire::to_status(outcome.error());
   }
   response->set_outcome(*outcome);
-  ++(*outcome == v1::OUTCOME_HIT ? m_counters.hits : m_counters.misses);
+  ++(*outcome == v1::OUTCOME_HIT ? m_counters.hits
+                                  : *outcome == v1::OUTCOME_COALESCED ? m_counters.coalesced : m_counters.misses);
   spdlog::info("compile key={:.12} side={} archs={} outcome={} ms={:.1f}", key_hex, side,
                archs.empty() ? "-" : archs, outcome_name(*outcome), ms);
   return grpc::Status::OK;

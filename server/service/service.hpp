@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <future>
+#include <map>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -87,8 +89,10 @@ class KCacheService final : public v1::KCache::Service {
                                 std::string& key_hex, bool retried = false);
   // Compiles the missing images on the pool and stores them from there, so a compile that
   // outlives the caller's wait still lands in the cache. Waits up to the job timeout.
+  // Identical concurrent requests share one compile; `coalesced` says this one waited for
+  // another's.
   Expected<CompileOutput> compile_and_store(const JobSpec& spec, const Key& key, const std::string& module,
-                                            std::vector<ImageRequest> missing);
+                                            std::vector<ImageRequest> missing, bool& coalesced);
 
   Store& m_store;
   const Compiler& m_compiler;
@@ -100,6 +104,8 @@ class KCacheService final : public v1::KCache::Service {
   ServiceCounters m_counters;
   CallTracker m_calls;
   std::atomic<bool> m_warned_over_size{false};
+  std::mutex m_in_flight_mutex;  // guards m_in_flight
+  std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
 };
 
 }  // namespace kcache::server
