@@ -201,6 +201,12 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
       attach(std::move(fresh->data), *out);
       continue;
     }
+    // Bytes that would not travel inline are not read here: the listing has the metadata.
+    auto listed = std::find_if(stored->begin(), stored->end(), [&](const ImageMeta& m) { return m.id() == want; });
+    if (listed != stored->end() && listed->size > inline_left) {
+      to_proto(*listed, *out);
+      continue;
+    }
     auto image = m_store.get(spec->side, key, want);
     if (!image) {
       // Dropped as corrupt between the listing and now: compile it again, once.

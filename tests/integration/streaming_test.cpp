@@ -47,6 +47,17 @@ TEST_F(LargeReplies, CompileImagesPastTheInlineBudgetAreStreamed) {
     total += image.size();
   }
   EXPECT_GT(total, 2u << 20);
+
+  // A hit past the budget: the daemon sends metadata, the client streams the bytes.
+  auto hit = m_client->compile(request);
+  ASSERT_TRUE(hit) << hit.error().message;
+  EXPECT_EQ(hit->outcome(), v1::OUTCOME_HIT);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(hit->images(i).data(), r->images(i).data());
+  request.set_digests_only(true);
+  auto digests = m_client->compile(request);
+  ASSERT_TRUE(digests);
+  EXPECT_EQ(digests->images(0).sha256(), r->images(0).sha256());
+  EXPECT_TRUE(digests->images(0).data().empty());
 }
 
 }  // namespace
