@@ -7,14 +7,13 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <regex>
 
+#include "compile/llvm_common.hpp"
 #include "compile/process.hpp"
 #include "kcache/job.hpp"
 #include "kcache/rtlib.hpp"
@@ -106,9 +105,10 @@ std::vector<int> llvm_ptx_versions() {
 // module of each version, newest first.
 int newest_common_ptx_version(const Toolchain& t) {
   if (!t.cuda_present) return 0;
-  char dir_template[] = "/tmp/kcache-ptx-probe-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) return 0;
-  std::filesystem::path dir = dir_template, file = dir / "probe.ptx";
+  TempDir scratch;
+  if (scratch.path().empty()) return 0;
+  const std::filesystem::path& dir = scratch.path();
+  std::filesystem::path file = dir / "probe.ptx";
   int found = 0;
   for (int version : llvm_ptx_versions()) {
     {
@@ -121,8 +121,6 @@ int newest_common_ptx_version(const Toolchain& t) {
       break;
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
   return found;
 }
 
