@@ -73,16 +73,9 @@ Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string&
     if (e.key != key) continue;
     std::vector<ImageRequest> candidates;
     for (const BundleImage& im : e.images) candidates.push_back(im.id);
-    std::optional<Selection> chosen;
-    if (e.side == Side::device) {
-      auto device = parse_sm_arch(arch);
-      if (!device) return make_error(ErrorCode::k_invalid_argument, "'" + arch + "' is not a GPU arch, e.g. sm_90");
-      chosen = select_image(candidates, *device, kind);
-    } else {
-      for (std::size_t i = 0; i < candidates.size(); ++i) {
-        if (candidates[i].arch == arch) chosen = Selection{i, false};
-      }
-    }
+    auto selected = select_for_side(e.side, candidates, arch, kind);
+    if (!selected) return selected.error();
+    const std::optional<Selection>& chosen = *selected;
     if (!chosen) return make_error(ErrorCode::k_not_found, "the bundle has no image of " + key + " that runs on " + arch);
     const BundleImage& image = e.images[chosen->index];
     std::ifstream f(m_dir / image.file, std::ios::binary);

@@ -42,4 +42,20 @@ std::optional<Selection> select_image(std::span<const ImageRequest> candidates, 
   return std::nullopt;
 }
 
+Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
+                                                   const std::string& arch, std::optional<ImageKind> only_kind) {
+  if (side == Side::device) {
+    auto device = parse_sm_arch(arch);
+    if (!device) {
+      return make_error(ErrorCode::k_invalid_argument, "'" + arch + "' is not a GPU arch: name the device's, e.g. sm_90");
+    }
+    return select_image(candidates, *device, only_kind);
+  }
+  std::optional<Selection> chosen;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].arch == arch || arch.empty()) chosen = Selection{i, false};
+  }
+  return chosen;
+}
+
 }  // namespace kcache

@@ -271,19 +271,9 @@ grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchR
   std::vector<ImageRequest> candidates;
   for (const ImageMeta& m : *metas) candidates.push_back(m.id());
 
-  std::optional<Selection> chosen;
-  if (side == Side::device) {
-    auto device = parse_sm_arch(request->arch());
-    if (!device) {
-      return fail(make_error(ErrorCode::k_invalid_argument,
-                             "'" + request->arch() + "' is not a GPU arch: name the device's, e.g. sm_90"));
-    }
-    chosen = select_image(candidates, *device, kind);
-  } else {
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].arch == request->arch() || request->arch().empty()) chosen = Selection{i, false};
-    }
-  }
+  auto selected = select_for_side(side, candidates, request->arch(), kind);
+  if (!selected) return fail(selected.error());
+  const std::optional<Selection>& chosen = *selected;
   if (!chosen) {
     return fail(make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " +
                                                        request->arch() + "; it has " + image_list(*metas)));

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "kcache/expected.hpp"
 #include "kcache/job.hpp"
 
 namespace kcache {
@@ -25,5 +26,11 @@ struct Selection {
 // `only_kind` restricts the choice to one kind.
 std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
                                       std::optional<ImageKind> only_kind = std::nullopt);
+
+// Selection for either side, from the arch as a request names it: device archs by the rules
+// above (INVALID_ARGUMENT when `arch` is not an sm_XX); host images by their CPU arch, an empty
+// arch taking the key's one object. nullopt when nothing fits.
+Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
+                                                   const std::string& arch, std::optional<ImageKind> only_kind);
 
 }  // namespace kcache
