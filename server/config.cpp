@@ -26,7 +26,7 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--listen", c.listen, "Address to listen on, HOST:PORT (port 0 picks a free port)")
       ->capture_default_str();
   app.add_option("--db", c.db, "Folder holding the RocksDB database")->capture_default_str();
-  std::string max_size = "10G", max_module = "64M";
+  std::string max_size = "10G", max_module = "64M", worker_memory = "8G";
   app.add_option("--max-size", max_size, "Most image bytes kept (bytes, or with K/M/G/T)")->capture_default_str();
   app.add_option("--workers", c.workers, "Compile threads (0: one per core)")->capture_default_str();
   app.add_option("--queue-depth", c.queue_depth, "Compile jobs waiting before RESOURCE_EXHAUSTED (0: 4 per worker)")
@@ -42,7 +42,7 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--port-file", c.port_file, "Write the bound port to this file once listening");
   app.add_option("--job-timeout", c.job_timeout_s,
-                 "Seconds a compile may take before its request gets DEADLINE_EXCEEDED and ptxas is killed "
+                 "Seconds a compile may take; past it the job fails with DEADLINE_EXCEEDED and its worker is killed "
                  "(real kernels can spend a minute in ptxas)")
       ->check(CLI::Range(1u, 86400u))
       ->capture_default_str();
@@ -50,11 +50,17 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "PTX to cubin: auto (nvJitLink in process where the toolkit has it, else ptxas), nvjitlink, ptxas")
       ->check(CLI::IsMember({"auto", "nvjitlink", "ptxas"}))
       ->capture_default_str();
+  app.add_option("--worker-memory", worker_memory,
+                 "Address-space limit of each compile worker process (bytes, or with K/M/G; 0: none)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     if (auto e = parse_size_option(max_size, c.max_size); !e.empty()) throw CLI::ValidationError("--max-size", e);
     if (auto e = parse_size_option(max_module, c.max_module_size); !e.empty()) {
       throw CLI::ValidationError("--max-module-size", e);
+    }
+    if (auto e = parse_size_option(worker_memory, c.worker_memory); !e.empty()) {
+      throw CLI::ValidationError("--worker-memory", e);
     }
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);

@@ -20,7 +20,8 @@ struct Config {
   std::filesystem::path cuda_root = "/usr/local/cuda";
   std::filesystem::path port_file;       // written once listening: the bound port
   std::string cubin_assembler = "auto";  // auto (nvJitLink where present), nvjitlink, ptxas
-  std::uint32_t job_timeout_s = 600;     // a request waits this long for its compile
+  std::uint32_t job_timeout_s = 600;     // a compile's worker is killed after this long
+  std::uint64_t worker_memory = 8ULL << 30;  // address-space limit of each compile worker; 0: none
 };
 
 // Parses argv. On --help or a usage error it prints to stdout/stderr and returns the exit code

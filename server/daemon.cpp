@@ -12,6 +12,7 @@
 #include "compile/object_check.hpp"
 #include "service/service.hpp"
 #include "store/store.hpp"
+#include "worker/worker.hpp"
 #include "worker_pool.hpp"
 
 namespace kcache::server {
@@ -45,6 +46,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                t.max_ptx_version > 0 ? std::to_string(t.max_ptx_version) : "LLVM's default per arch",
                t.libdevice.empty() ? "absent" : "present", to_hex(t.fingerprint));
 
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
+  worker::WorkerConfig worker_config{config.cuda_root, config.cubin_assembler, config.log_level, config.worker_memory};
+  d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config, t.fingerprint);
+  if (auto started = d->m_workers->start(config.workers); !started) return started.error();
   d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
   ServiceLimits limits;
   limits.max_module_bytes = config.max_module_size;
@@ -52,7 +59,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   limits.job_timeout = std::chrono::seconds(config.job_timeout_s);
   limits.max_store_bytes = config.max_size;
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
-  d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, limits);
+  d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -65,8 +72,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     return make_error(ErrorCode::k_unavailable,
                       "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
   }
-  spdlog::info("serving {} (port {}), db {}, {} workers, queue {}", config.listen, d->m_port, config.db.string(),
-               config.workers, config.queue_depth);
+  spdlog::info("serving {} (port {}), db {}, {} compile workers (memory limit {}), queue {}", config.listen,
+               d->m_port, config.db.string(), config.workers,
+               config.worker_memory > 0 ? std::to_string(config.worker_memory) + " bytes" : "none",
+               config.queue_depth);
   return d;
 }
 

@@ -18,6 +18,9 @@ class Store;
 class Compiler;
 class WorkerPool;
 class KCacheService;
+namespace worker {
+class WorkerSet;
+}
 
 class Daemon {
  public:
@@ -37,7 +40,8 @@ class Daemon {
 
   std::unique_ptr<Store> m_store;
   std::unique_ptr<Compiler> m_compiler;
-  std::unique_ptr<WorkerPool> m_pool;
+  std::unique_ptr<worker::WorkerSet> m_workers;
+  std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone
   std::unique_ptr<KCacheService> m_service;
   std::unique_ptr<grpc::Server> m_server;
   int m_port = 0;

@@ -1,4 +1,5 @@
-// kcached: parse flags, start the daemon, serve until SIGTERM or SIGINT, shut down cleanly.
+// kcached: parse flags, start the daemon, serve until SIGTERM or SIGINT, shut down cleanly; or,
+// as `kcached --worker`, serve compile jobs for a daemon.
 #include <signal.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -6,9 +7,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string_view>
 
 #include "config.hpp"
 #include "daemon.hpp"
+#include "worker/worker.hpp"
 
 namespace {
 
@@ -29,6 +32,8 @@ bool write_port_file(const std::filesystem::path& path, int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The daemon starts its compile workers as copies of itself (server/worker/worker.hpp).
+  if (argc > 1 && std::string_view(argv[1]) == "--worker") return kcache::server::worker::worker_main(argc, argv);
   auto parsed = kcache::server::parse_config(argc, argv);
   if (!parsed.config) return parsed.exit_code;
   const kcache::server::Config& config = *parsed.config;

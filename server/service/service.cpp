@@ -7,6 +7,7 @@
 #include <future>
 
 #include "kcache/key.hpp"
+#include "image_proto.hpp"
 #include "kcache/select.hpp"
 #include "wire/wire.hpp"
 
@@ -15,22 +16,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void to_proto(const ImageMeta& meta, v1::Image& out) {
-  out.set_kind(wire::to_proto(meta.kind));
-  out.set_arch(meta.arch);
-  out.set_size(meta.size);
-  out.set_sha256(to_hex(meta.sha256));
-  for (const KernelInfo& k : meta.kernels) {
-    v1::KernelInfo* info = out.add_kernels();
-    info->set_name(k.name);
-    info->set_registers(k.registers);
-    info->set_shared_bytes(k.shared_bytes);
-    info->set_local_bytes(k.local_bytes);
-    info->set_spill_stores(k.spill_stores);
-    info->set_spill_loads(k.spill_loads);
-  }
-  for (const std::string& s : meta.stubbed) out.add_stubbed(s);
-}
+// Beyond the job's deadline, time for its worker to report the overrun itself.
+constexpr auto k_deadline_slack = std::chrono::seconds(5);
 
 std::string image_list(const std::vector<ImageMeta>& metas) {
   std::string out;
@@ -125,7 +112,7 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
       pending->done.set_value(std::move(output));
     };
     auto queued = m_pool.submit([this, pending, key, finish] {
-      auto output = m_compiler.compile(pending->job);
+      auto output = m_workers.compile(pending->job, key);
       if (output) {
         m_counters.compiles += output->images.size();
         EntryRecord record{pending->job.spec.format, pending->job.spec.target,
@@ -139,11 +126,12 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
     });
     if (!queued) finish(queued.error());
   }
-  if (result.wait_for(m_limits.job_timeout) == std::future_status::timeout) {
+  // The worker is killed at the job's deadline and the job fails with DEADLINE_EXCEEDED; this
+  // wait only guards against a job that never reaches a worker (a queue stuck behind others).
+  if (result.wait_for(m_limits.job_timeout + k_deadline_slack) == std::future_status::timeout) {
     return make_error(ErrorCode::k_deadline_exceeded,
-                      "the compile of key " + key.hex() + " ran past the job time limit (" +
-                          std::to_string(m_limits.job_timeout.count()) +
-                          " s, --job-timeout); it finishes in the background and is stored if it succeeds");
+                      "the compile of key " + key.hex() + " did not finish within the job time limit (" +
+                          std::to_string(m_limits.job_timeout.count()) + " s, --job-timeout)");
   }
   return result.get();
 }
@@ -365,6 +353,8 @@ grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsReq
   response->set_corrupt_dropped(s.corrupt_dropped);
   response->set_queued_jobs(m_pool.queue_depth());
   response->set_running_jobs(m_pool.running());
+  response->set_worker_restarts(m_workers.restarts());
+  response->set_worker_crashes(m_workers.crashes());
   return grpc::Status::OK;
 }
 

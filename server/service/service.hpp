@@ -16,6 +16,7 @@
 #include "compile/compiler.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 #include "store/store.hpp"
+#include "worker/worker.hpp"
 #include "worker_pool.hpp"
 
 namespace kcache::server {
@@ -66,8 +67,11 @@ class CallTracker {
 
 class KCacheService final : public v1::KCache::Service {
  public:
-  KCacheService(Store& store, const Compiler& compiler, WorkerPool& pool, ServiceLimits limits)
-      : m_store(store), m_compiler(compiler), m_pool(pool), m_limits(limits) {}
+  // `compiler` checks requests and describes the toolchain; compiles run on `workers`, one job
+  // per `pool` thread.
+  KCacheService(Store& store, const Compiler& compiler, WorkerPool& pool, worker::WorkerSet& workers,
+                ServiceLimits limits)
+      : m_store(store), m_compiler(compiler), m_pool(pool), m_workers(workers), m_limits(limits) {}
 
   grpc::Status Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
                        v1::CompileResponse* response) override;
@@ -97,6 +101,7 @@ class KCacheService final : public v1::KCache::Service {
   Store& m_store;
   const Compiler& m_compiler;
   WorkerPool& m_pool;
+  worker::WorkerSet& m_workers;
   const ServiceLimits m_limits;
   // Logs once when the store first outgrows --max-size (until eviction enforces it).
   void warn_if_over_size();

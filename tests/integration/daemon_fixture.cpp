@@ -3,7 +3,7 @@
 namespace kcache::test {
 
 void DaemonTest::SetUp() {
-  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args());
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args(), "127.0.0.1:0", daemon_executable());
   m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
 }
 
@@ -16,7 +16,7 @@ void DaemonTest::TearDown() {
 
 void DaemonTest::restart() {
   ASSERT_EQ(m_daemon->stop(), 0) << "kcached did not shut down cleanly on SIGTERM";
-  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args());
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args(), "127.0.0.1:0", daemon_executable());
   m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
 }
 

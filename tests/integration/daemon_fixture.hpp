@@ -20,6 +20,8 @@ class DaemonTest : public ::testing::Test {
 
   // Extra kcached flags for this fixture's daemon.
   virtual std::vector<std::string> daemon_args() const { return {}; }
+  // The daemon binary; empty: kcached (faulty_daemon_path() for fault injection).
+  virtual std::string daemon_executable() const { return {}; }
 
   // Stops the daemon (expecting a clean exit) and starts a new one on the same database.
   void restart();

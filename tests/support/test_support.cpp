@@ -63,10 +63,11 @@ TempDir::~TempDir() {
 
 std::unique_ptr<DaemonProcess> DaemonProcess::start(const std::filesystem::path& db, const std::filesystem::path& log,
                                                     const std::vector<std::string>& extra_args,
-                                                    const std::string& listen) {
+                                                    const std::string& listen,
+                                                    const std::string& executable) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  std::vector<std::string> args = {KCACHE_DAEMON_PATH, "--listen", listen, "--db", db.string(),
+  std::vector<std::string> args = {executable.empty() ? KCACHE_DAEMON_PATH : executable, "--listen", listen, "--db", db.string(),
                                    "--log-level", "debug"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   posix_spawn_file_actions_t actions;

@@ -27,11 +27,13 @@ class TempDir {
 // A kcached child process listening on 127.0.0.1 on a port of its choosing.
 class DaemonProcess {
  public:
-  // Starts kcached with --db `db` (plus `extra_args`), logging to `log`; returns once it has
-  // printed its port, or throws with the log's tail.
+  // Starts kcached (or `executable`, e.g. faulty_daemon_path()) with --db `db` (plus
+  // `extra_args`), logging to `log`; returns once it has printed its port, or throws with the
+  // log's tail.
   static std::unique_ptr<DaemonProcess> start(const std::filesystem::path& db, const std::filesystem::path& log,
                                               const std::vector<std::string>& extra_args = {},
-                                              const std::string& listen = "127.0.0.1:0");
+                                              const std::string& listen = "127.0.0.1:0",
+                                              const std::string& executable = "");
   ~DaemonProcess();
 
   int port() const { return m_port; }
@@ -53,6 +55,9 @@ struct CommandResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
+
+// kcached-faults: kcached with the test fault hook (tests/support/fault_hook.cpp).
+inline std::string faulty_daemon_path() { return KCACHE_FAULTY_DAEMON_PATH; }
 
 // Runs the kcache CLI with `args`, with KCACHE_SERVER set to `server` (unless empty).
 CommandResult run_cli(const std::vector<std::string>& args, const std::string& server);

@@ -1,0 +1,364 @@
+#include "worker/worker.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <new>
+
+#include "image_proto.hpp"
+#include "kcache/worker/worker.pb.h"
+#include "wire/wire.hpp"
+#include "worker/channel.hpp"
+#include "worker/fault_hook.hpp"
+
+extern char** environ;
+
+namespace kcache::server::worker {
+namespace {
+
+using worker_protocol::Hello;
+using worker_protocol::ImageRef;
+using worker_protocol::Job;
+using worker_protocol::Result;
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int k_channel_fd = 3;                              // the worker's end of its socket pair
+constexpr auto k_start_timeout = std::chrono::seconds(120);  // toolchain detection runs ptxas
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool k_asan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool k_asan = true;
+#else
+constexpr bool k_asan = false;
+#endif
+#else
+constexpr bool k_asan = false;
+#endif
+
+CubinAssembler parse_assembler(const std::string& name) {
+  return name == "ptxas" ? CubinAssembler::ptxas : name == "nvjitlink" ? CubinAssembler::nvjitlink
+                                                                        : CubinAssembler::automatic;
+}
+
+void fill_result(Expected<CompileOutput>& output, Result& result) {
+  if (!output) {
+    result.set_code(static_cast<std::uint32_t>(output.error().code));
+    result.set_message(output.error().message);
+    return;
+  }
+  for (Image& image : output->images) {
+    v1::Image* out = result.add_images();
+    to_proto(image.meta, *out);
+    out->set_data(std::move(image.data));
+  }
+  for (std::string& d : output->diagnostics) result.add_diagnostics(std::move(d));
+}
+
+// Runs one job from the daemon.
+Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
+  auto spec = wire::job_spec(job.request(), compiler.toolchain().host_triple);
+  if (!spec) return spec.error();
+  CompileJob compile_job{*spec, job.request().module(), {}, Clock::time_point::max()};
+  for (const ImageRef& ref : job.images()) {
+    std::optional<ImageKind> kind = wire::from_proto(ref.kind());
+    if (!kind) return make_error(ErrorCode::k_internal, "a job image without a kind");
+    compile_job.images.push_back({ref.arch(), *kind});
+  }
+  if (job.time_left_ms() > 0) compile_job.deadline = Clock::now() + std::chrono::milliseconds(job.time_left_ms());
+  fault_hook(compile_job);
+  return compiler.compile(compile_job);
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + (abbrev ? abbrev : "?") + ", " + strsignal(sig) + ")";
+  }
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  WorkerConfig config;
+  CLI::App app{"kcached compile worker (started by kcached itself)", "kcached --worker"};
+  bool worker_mode = false;
+  app.add_flag("--worker", worker_mode, "Serve compile jobs on fd 3");
+  app.add_option("--cuda-root", config.cuda_root);
+  app.add_option("--cubin-assembler", config.cubin_assembler);
+  app.add_option("--log-level", config.log_level);
+  app.add_option("--memory-limit", config.memory_limit);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("worker"));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker %P] [%l] %v");
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  ::signal(SIGPIPE, SIG_IGN);
+  if (config.memory_limit > 0) {
+    if (k_asan) {
+      spdlog::debug("built with AddressSanitizer, whose shadow memory needs the whole address space: no memory limit");
+    } else {
+      rlimit limit{config.memory_limit, config.memory_limit};
+      if (setrlimit(RLIMIT_AS, &limit) != 0) spdlog::warn("cannot set the memory limit: {}", std::strerror(errno));
+    }
+  }
+
+  Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler)));
+  Hello hello;
+  hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
+  hello.set_pid(getpid());
+  if (!send_message(k_channel_fd, hello)) return 1;
+
+  for (;;) {
+    Job job;
+    if (auto received = receive_message(k_channel_fd, job); !received) {
+      if (received.error().code == ErrorCode::k_unavailable) return 0;  // the daemon closed the channel
+      spdlog::error("bad job from the daemon: {}", received.error().message);
+      return 1;
+    }
+    Result result;
+    bool out_of_memory = false;
+    try {
+      auto output = run_job(compiler, job);
+      fill_result(output, result);
+    } catch (const std::bad_alloc&) {
+      // The heap may be in any state: report, then leave so the daemon starts a fresh worker.
+      out_of_memory = true;
+      result.Clear();
+      result.set_code(static_cast<std::uint32_t>(ErrorCode::k_resource_exhausted));
+      result.set_message("the compile of key " + job.key() + " ran out of memory in its worker (limit " +
+                         std::to_string(config.memory_limit) + " bytes, --worker-memory)");
+      result.set_exiting(true);
+    }
+    if (!send_message(k_channel_fd, result) || out_of_memory) return out_of_memory ? 1 : 0;
+  }
+}
+
+WorkerSet::WorkerSet(std::filesystem::path executable, WorkerConfig config, Digest fingerprint)
+    : m_executable(std::move(executable)), m_config(std::move(config)), m_fingerprint_hex(to_hex(fingerprint)) {}
+
+WorkerSet::~WorkerSet() {
+  std::lock_guard lock(m_mutex);
+  for (Process& p : m_idle) {
+    ::close(p.fd);  // an idle worker exits when its channel closes
+    p.fd = -1;
+    reap(p, false);
+  }
+  m_idle.clear();
+}
+
+Expected<WorkerSet::Process> WorkerSet::spawn() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return make_error(ErrorCode::k_internal, std::string("socketpair: ") + std::strerror(errno));
+  }
+  if (fds[1] == k_channel_fd) {  // dup2 onto itself would keep close-on-exec
+    int moved = ::fcntl(fds[1], F_DUPFD_CLOEXEC, k_channel_fd + 1);
+    ::close(fds[1]);
+    fds[1] = moved;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], k_channel_fd);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);  // stdout is the daemon's, for people
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);  // the daemon blocks SIGTERM/SIGINT in its threads
+  // Its own process group: a Ctrl-C meant for the daemon does not kill jobs it is finishing.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+
+  std::vector<std::string> args = {m_executable.string(),   "--worker",
+                                    "--cuda-root",          m_config.cuda_root.string(),
+                                    "--cubin-assembler",    m_config.cubin_assembler,
+                                    "--log-level",          m_config.log_level,
+                                    "--memory-limit",       std::to_string(m_config.memory_limit)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Process p;
+  int rc = posix_spawn(&p.pid, m_executable.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return make_error(ErrorCode::k_internal,
+                      "cannot start a compile worker (" + m_executable.string() + "): " + std::strerror(rc));
+  }
+  p.fd = fds[0];
+  return p;
+}
+
+Expected<void> WorkerSet::await_hello(Process& p) {
+  Hello hello;
+  if (auto r = receive_message(p.fd, hello, Clock::now() + k_start_timeout); !r) {
+    std::string how = reap(p, true);
+    return make_error(ErrorCode::k_internal, "a compile worker (pid " + std::to_string(p.pid) +
+                                                 ") did not start: " + r.error().message + "; it " + how);
+  }
+  if (hello.fingerprint() != m_fingerprint_hex) {
+    std::string fingerprint = hello.fingerprint();
+    reap(p, true);
+    return make_error(ErrorCode::k_failed_precondition,
+                      "a compile worker detected toolchain " + fingerprint.substr(0, 16) + ", kcached has " +
+                          m_fingerprint_hex.substr(0, 16) + ": the toolkit changed under the daemon; restart kcached");
+  }
+  p.ready = true;
+  return {};
+}
+
+void WorkerSet::replace() {
+  ++m_restarts;
+  auto p = spawn();
+  if (!p) {
+    spdlog::error("cannot start a replacement compile worker: {}", p.error().message);  // the next job tries again
+    return;
+  }
+  std::lock_guard lock(m_mutex);
+  m_idle.push_back(*p);
+}
+
+std::string WorkerSet::reap(Process& p, bool kill_first) {
+  if (p.fd >= 0) ::close(p.fd);
+  p.fd = -1;
+  if (p.pid <= 0) return "was not running";
+  if (kill_first) ::kill(p.pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(p.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  p.pid = -1;
+  return describe_status(status);
+}
+
+Expected<void> WorkerSet::start(std::size_t count) {
+  std::vector<Process> started;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto p = spawn();
+    if (!p) return p.error();
+    started.push_back(*p);
+  }
+  Expected<void> result;
+  for (Process& p : started) {
+    if (auto hello = await_hello(p); !hello && result) result = hello;
+    p.ready = true;
+  }
+  std::lock_guard lock(m_mutex);
+  for (Process& p : started) {
+    if (p.pid > 0) m_idle.push_back(p);
+  }
+  return result;
+}
+
+Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key) {
+  Job message;
+  message.set_key(key.hex());
+  wire::fill_request(job.spec, *message.mutable_request());
+  message.mutable_request()->set_module(job.module.data(), job.module.size());
+  for (const ImageRequest& r : job.images) {
+    ImageRef* ref = message.add_images();
+    ref->set_arch(r.arch);
+    ref->set_kind(wire::to_proto(r.kind));
+  }
+  // The worker gets the same deadline, for ptxas; whichever sees it first ends the job.
+  Clock::time_point wait_until = Clock::time_point::max();
+  if (job.deadline != Clock::time_point::max()) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(job.deadline - Clock::now()).count();
+    message.set_time_left_ms(static_cast<std::uint64_t>(std::max<long long>(left, 1)));
+    wait_until = job.deadline;
+  }
+
+  // A worker that died while idle (the OOM killer, an operator) costs no job: try another.
+  for (int attempt = 0;; ++attempt) {
+    Process p;
+    {
+      std::lock_guard lock(m_mutex);
+      if (!m_idle.empty()) {
+        p = m_idle.back();
+        m_idle.pop_back();
+      }
+    }
+    if (p.pid < 0) {  // every thread owns one worker: none idle means its replacement failed to start
+      ++m_restarts;
+      auto spawned = spawn();
+      if (!spawned) return spawned.error();
+      p = *spawned;
+    }
+    if (!p.ready) {
+      if (auto hello = await_hello(p); !hello) return hello.error();
+    }
+    const std::string who = "the worker compiling key " + key.hex() + " (pid " + std::to_string(p.pid) + ")";
+    if (auto sent = send_message(p.fd, message); !sent) {
+      std::string how = reap(p, true);
+      ++m_crashes;
+      replace();
+      if (attempt == 0) {
+        spdlog::warn("an idle compile worker had ended ({}); trying another", how);
+        continue;
+      }
+      return make_error(ErrorCode::k_internal, who + " could not take the job: it " + how);
+    }
+    Result result;
+    if (auto received = receive_message(p.fd, result, wait_until); !received) {
+      ++m_crashes;
+      if (received.error().code == ErrorCode::k_deadline_exceeded) {
+        reap(p, true);
+        replace();
+        return make_error(ErrorCode::k_deadline_exceeded,
+                          "the compile of key " + key.hex() + " ran past its time limit (--job-timeout); " + who +
+                              " was killed and will be replaced");
+      }
+      std::string how = reap(p, received.error().code != ErrorCode::k_unavailable);
+      replace();
+      std::string hint = m_config.memory_limit > 0 && how.find("SIGABRT") != std::string::npos
+                             ? " (an abort here is often the worker's memory limit, --worker-memory " +
+                                   std::to_string(m_config.memory_limit) + " bytes)"
+                             : "";
+      spdlog::error("{} {}{}; the job failed, the next job gets a new worker", who, how, hint);
+      return make_error(ErrorCode::k_internal, who + " " + how + hint +
+                                                   ": that compile failed, other jobs are unaffected; the module may "
+                                                   "crash LLVM or ptxas (report it with the module attached)");
+    }
+    if (result.exiting()) {
+      reap(p, false);
+      ++m_crashes;
+      replace();
+    } else {
+      std::lock_guard lock(m_mutex);
+      m_idle.push_back(p);
+    }
+    if (result.code() != 0) return make_error(static_cast<ErrorCode>(result.code()), result.message());
+    CompileOutput output;
+    for (v1::Image& proto : *result.mutable_images()) {
+      auto image = image_from_proto(std::move(proto));
+      if (!image) return make_error(ErrorCode::k_internal, who + " sent a bad image: " + image.error().message);
+      output.images.push_back(std::move(*image));
+    }
+    output.diagnostics.assign(result.diagnostics().begin(), result.diagnostics().end());
+    return output;
+  }
+}
+
+}  // namespace kcache::server::worker

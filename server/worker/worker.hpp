@@ -1,0 +1,79 @@
+// Compile workers: kcached runs every compile in a child process, a copy of itself started as
+// `kcached --worker`, so a module that crashes or hangs LLVM or ptxas, or eats memory, costs one
+// job and one worker, never the daemon, the store or the hit path.
+//
+// The daemon side is WorkerSet: one worker per compile thread, each spoken to over its own
+// socket pair (channel.hpp, protocol in proto/kcache/worker/worker.proto). A job gets the
+// worker's reply, or: DEADLINE_EXCEEDED when it overruns its deadline (the worker is killed),
+// INTERNAL naming the signal or exit status when the worker dies. A dead worker is replaced at
+// once: the replacement starts while the failed job's error goes back.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "compile/compiler.hpp"
+#include "kcache/key.hpp"
+
+namespace kcache::server::worker {
+
+// What a worker needs to rebuild the daemon's toolchain and run under its limits.
+struct WorkerConfig {
+  std::filesystem::path cuda_root;
+  std::string cubin_assembler = "auto";
+  std::string log_level = "info";
+  std::uint64_t memory_limit = 0;  // address space, bytes; 0: none
+};
+
+// `kcached --worker ...`: serves jobs on fd 3 until the daemon closes it. Returns the exit code.
+int worker_main(int argc, char** argv);
+
+class WorkerSet {
+ public:
+  // `executable`: the kcached binary (started with --worker); `fingerprint`: the daemon's
+  // toolchain fingerprint, which every worker must report too.
+  WorkerSet(std::filesystem::path executable, WorkerConfig config, Digest fingerprint);
+  ~WorkerSet();  // closes every channel (idle workers exit) and reaps them
+  WorkerSet(const WorkerSet&) = delete;
+  WorkerSet& operator=(const WorkerSet&) = delete;
+
+  // Starts `count` workers at once and waits until each has detected its toolchain, so the first
+  // jobs do not pay for it. Fails when a worker cannot start or disagrees on the fingerprint.
+  Expected<void> start(std::size_t count);
+
+  // Runs `job` on an idle worker (starting one if none is idle). Thread-safe.
+  Expected<CompileOutput> compile(const CompileJob& job, const Key& key);
+
+  std::uint64_t restarts() const { return m_restarts; }  // workers started to replace dead ones
+  std::uint64_t crashes() const { return m_crashes; }    // workers that died or were killed
+
+ private:
+  struct Process {
+    pid_t pid = -1;
+    int fd = -1;
+    bool ready = false;  // its hello has arrived
+  };
+  // Spawns a worker and returns it without waiting for its hello.
+  Expected<Process> spawn();
+  Expected<void> await_hello(Process& p);
+  // Starts a worker in place of one that ended and leaves it idle (it says hello to its first job).
+  void replace();
+  // Kills (when `kill_first`) and reaps `p`; returns how it ended, in words.
+  std::string reap(Process& p, bool kill_first);
+
+  const std::filesystem::path m_executable;
+  const WorkerConfig m_config;
+  const std::string m_fingerprint_hex;
+  std::mutex m_mutex;  // guards m_idle
+  std::vector<Process> m_idle;
+  std::atomic<std::uint64_t> m_restarts{0}, m_crashes{0};
+};
+
+}  // namespace kcache::server::worker

@@ -1,0 +1,106 @@
+// Compiles run in worker processes: a worker that crashes, exits, hangs or runs out of memory
+// fails its one job with a clear error and is replaced; other jobs and the hit path go on. The
+// faults come from kcached-faults' test hook (tests/support/fault_hook.cpp).
+#include <future>
+#include <thread>
+
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+namespace {
+
+class Isolation : public DaemonTest {
+ protected:
+  std::vector<std::string> daemon_args() const override {
+    return {"--workers", "2", "--job-timeout", "4", "--worker-memory", "2G"};
+  }
+  std::string daemon_executable() const override { return faulty_daemon_path(); }
+
+  // saxpy with a fault marker in a comment: a different key, the same code.
+  static v1::CompileRequest faulty(const std::string& marker) {
+    return device_request("; " + marker + "\n" + read_test_data("kernels/saxpy.ll"), {"sm_90"});
+  }
+
+  v1::Stats stats() {
+    auto s = m_client->stats();
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? *s : v1::Stats{};
+  }
+
+  void expect_compiles(const std::string& module) {
+    auto ok = m_client->compile(device_request(module, {"sm_80"}));
+    ASSERT_TRUE(ok) << ok.error().message;
+  }
+};
+
+TEST_F(Isolation, ACrashingWorkerFailsOneJobAndIsReplaced) {
+  auto r = m_client->compile(faulty("kcache_test_fault_crash"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_internal) << r.error().message;
+  EXPECT_NE(r.error().message.find("was killed by signal 11 (SIGSEGV"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("the worker compiling key "), std::string::npos) << r.error().message;
+  EXPECT_EQ(stats().worker_crashes(), 1u);
+  EXPECT_EQ(stats().entries(), 0u);
+
+  // Both workers take jobs again (two at once, so the replacement is certainly used).
+  std::vector<std::future<void>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    jobs.push_back(std::async(std::launch::async,
+                              [&, i] { expect_compiles(slow_device_module(10 + i)); }));
+  }
+  for (auto& j : jobs) j.get();
+  EXPECT_EQ(stats().worker_restarts(), 1u);
+  EXPECT_EQ(stats().entries(), 4u);
+}
+
+TEST_F(Isolation, AWorkerThatExitsNamesItsStatus) {
+  auto r = m_client->compile(faulty("kcache_test_fault_exit"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_internal);
+  EXPECT_NE(r.error().message.find("exited with status 3"), std::string::npos) << r.error().message;
+  expect_compiles(read_test_data("kernels/saxpy.ll"));
+}
+
+TEST_F(Isolation, OtherJobsRunWhileOneCrashes) {
+  auto crash = std::async(std::launch::async, [&] { return m_client->compile(faulty("kcache_test_fault_crash")); });
+  expect_compiles(slow_device_module(30));
+  auto crashed = crash.get();
+  ASSERT_FALSE(crashed);
+  EXPECT_EQ(crashed.error().code, ErrorCode::k_internal);
+}
+
+TEST_F(Isolation, AHangingWorkerIsKilledAtTheDeadlineAndHitsGoOnMeanwhile) {
+  const std::string saxpy = read_test_data("kernels/saxpy.ll");
+  expect_compiles(saxpy);
+  auto hang_started = std::chrono::steady_clock::now();
+  auto hang = std::async(std::launch::async, [&] { return m_client->compile(faulty("kcache_test_fault_hang")); });
+  // While a worker hangs, hits are answered: they never wait for a worker.
+  while (stats().running_jobs() == 0) std::this_thread::yield();
+  for (int i = 0; i < 20; ++i) {
+    auto hit = m_client->compile(device_request(saxpy, {"sm_80"}));
+    ASSERT_TRUE(hit) << hit.error().message;
+    EXPECT_EQ(hit->outcome(), v1::OUTCOME_HIT);
+  }
+  EXPECT_EQ(hang.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << "the hits waited for the hang";
+  auto hung = hang.get();
+  ASSERT_FALSE(hung);
+  EXPECT_EQ(hung.error().code, ErrorCode::k_deadline_exceeded) << hung.error().message;
+  EXPECT_NE(hung.error().message.find("was killed"), std::string::npos) << hung.error().message;
+  EXPECT_GE(std::chrono::steady_clock::now() - hang_started, std::chrono::seconds(4));
+  expect_compiles(slow_device_module(5));
+  EXPECT_EQ(stats().worker_crashes(), 1u);
+}
+
+TEST_F(Isolation, AWorkerOutOfMemoryFailsItsJobWithResourceExhausted) {
+  auto r = m_client->compile(faulty("kcache_test_fault_oom"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_resource_exhausted) << r.error().message;
+  EXPECT_NE(r.error().message.find("ran out of memory in its worker (limit 2147483648 bytes, --worker-memory)"),
+            std::string::npos)
+      << r.error().message;
+  expect_compiles(read_test_data("kernels/saxpy.ll"));
+  EXPECT_EQ(stats().worker_restarts(), 1u);
+}
+
+}  // namespace
+}  // namespace kcache::test
