@@ -53,6 +53,13 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--worker-memory", worker_memory,
                  "Address-space limit of each compile worker process (bytes, or with K/M/G; 0: none)")
       ->capture_default_str();
+  app.add_flag("--verify", c.verify,
+               "Check every entry of the database at --db (decoding, payloads, SHA-256, host image check, counters), "
+               "print what is wrong and exit: 0 all good, 1 problems found. The daemon must be stopped");
+  app.add_flag("--repair", c.repair, "With --verify: remove bad entries whole and rewrite the usage counters")
+      ->needs("--verify");
+  // A misspelt key in a config file must not be silently ignored.
+  app.allow_config_extras(CLI::config_extras_mode::error);
   try {
     app.parse(argc, argv);
     if (auto e = parse_size_option(max_size, c.max_size); !e.empty()) throw CLI::ValidationError("--max-size", e);

@@ -22,6 +22,8 @@ struct Config {
   std::string cubin_assembler = "auto";  // auto (nvJitLink where present), nvjitlink, ptxas
   std::uint32_t job_timeout_s = 600;     // a compile's worker is killed after this long
   std::uint64_t worker_memory = 8ULL << 30;  // address-space limit of each compile worker; 0: none
+  bool verify = false;  // --verify: check the database and exit instead of serving
+  bool repair = false;  // --repair (with --verify): remove bad entries, fix counters
 };
 
 // Parses argv. On --help or a usage error it prints to stdout/stderr and returns the exit code

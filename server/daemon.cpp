@@ -25,7 +25,7 @@ constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
 
 Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::unique_ptr<Daemon> d(new Daemon());
-  auto store = Store::open(StoreOptions{config.db, check_host_object});
+  auto store = Store::open(StoreOptions{config.db, check_host_object, config.max_size});
   if (!store) return store.error();
   d->m_store = std::move(*store);
 

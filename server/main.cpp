@@ -10,7 +10,9 @@
 #include <string_view>
 
 #include "config.hpp"
+#include "compile/object_check.hpp"
 #include "daemon.hpp"
+#include "store/store.hpp"
 #include "worker/worker.hpp"
 
 namespace {
@@ -29,6 +31,36 @@ bool write_port_file(const std::filesystem::path& path, int port) {
   return !ec;
 }
 
+// kcached --verify: checks the database and prints one line per problem. Exit 0 when all is well,
+// 1 when something was wrong (removed with --repair), 2 when the check could not run.
+int verify_store(const kcache::server::Config& config) {
+  using namespace kcache::server;
+  auto store = Store::open(StoreOptions{config.db, check_host_object});
+  if (!store) {
+    spdlog::critical("{}{}", store.error().message,
+                     store.error().message.find("lock") != std::string::npos
+                         ? " (is kcached running on it? --verify needs the daemon stopped)"
+                         : "");
+    return 2;
+  }
+  auto report = (*store)->verify(config.repair);
+  if (!report) {
+    spdlog::critical("{}", report.error().message);
+    return 2;
+  }
+  for (const VerifyProblem& p : report->problems) {
+    std::printf("bad %s entry %s: %s\n", std::string(kcache::side_name(p.side)).c_str(),
+                p.key_hex.empty() ? "?" : p.key_hex.c_str(), p.what.c_str());
+  }
+  if (report->counters_wrong) std::printf("usage counters disagree with the entries%s\n", config.repair ? ": rewritten" : "");
+  std::printf("%llu good entries, %llu images, %llu bytes; %zu bad%s; %llu without an access time%s\n",
+              static_cast<unsigned long long>(report->entries), static_cast<unsigned long long>(report->images),
+              static_cast<unsigned long long>(report->bytes), report->problems.size(),
+              config.repair ? (", " + std::to_string(report->removed) + " removed").c_str() : "",
+              static_cast<unsigned long long>(report->access_times_added), config.repair ? " (added)" : "");
+  return report->problems.empty() && !report->counters_wrong ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,6 +73,7 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("kcached");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.verify) return verify_store(config);
 
   // Signals are taken synchronously by this thread only; every thread started later inherits the mask.
   sigset_t stop_signals;

@@ -304,15 +304,19 @@ int run_lookup(kcache::Client& client, const GlobalFlags& g, const std::vector<s
 int run_stats(kcache::Client& client, const GlobalFlags& g) {
   auto s = client.stats();
   if (!s) fail(s.error());
-  json j = {{"hits", s->hits()},       {"misses", s->misses()},   {"compiles", s->compiles()},
-            {"coalesced", s->coalesced()}, {"errors", s->errors()}, {"fetches", s->fetches()},
-            {"entries", s->entries()}, {"images", s->images()},   {"bytes", s->bytes()},
-            {"corrupt_dropped", s->corrupt_dropped()}};
+  // Every counter the daemon reports, in the proto's order, so a new one shows without a change here.
+  const google::protobuf::Descriptor* d = s->GetDescriptor();
+  const google::protobuf::Reflection* r = s->GetReflection();
+  json j = json::object();
+  for (int i = 0; i < d->field_count(); ++i) j[d->field(i)->name()] = r->GetUInt64(*s, d->field(i));
   if (g.json) {
     std::cout << j.dump() << '\n';
     return k_exit_ok;
   }
-  for (auto& [name, value] : j.items()) std::printf("%-16s %s\n", name.c_str(), value.dump().c_str());
+  for (int i = 0; i < d->field_count(); ++i) {
+    std::printf("%-16s %llu\n", d->field(i)->name().c_str(),
+                static_cast<unsigned long long>(r->GetUInt64(*s, d->field(i))));
+  }
   return k_exit_ok;
 }
 

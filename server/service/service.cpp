@@ -65,14 +65,6 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
   return m_active;
 }
 
-void KCacheService::warn_if_over_size() {
-  std::uint64_t bytes = m_store.stats().bytes;
-  if (bytes <= m_limits.max_store_bytes || m_warned_over_size.exchange(true)) return;
-  spdlog::warn("the store holds {} image bytes, over --max-size {}; eviction is not implemented yet, so it keeps "
-               "growing: give it room or a larger --max-size",
-               bytes, m_limits.max_store_bytes);
-}
-
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
                                                         const std::string& module, std::vector<ImageRequest> missing,
                                                         bool& coalesced) {
@@ -119,8 +111,11 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
                            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                           std::chrono::system_clock::now().time_since_epoch())
                                                           .count())};
-        if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) output = put.error();
-        warn_if_over_size();
+        if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) {
+          // Too large for the whole cache: the caller still gets its images, uncached.
+          if (put.error().code != ErrorCode::k_resource_exhausted) output = put.error();
+          else output->diagnostics.push_back(put.error().message);
+        }
       }
       finish(std::move(output));
     });
@@ -351,6 +346,9 @@ grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsReq
   response->set_images(s.images);
   response->set_bytes(s.bytes);
   response->set_corrupt_dropped(s.corrupt_dropped);
+  response->set_evictions(s.evictions);
+  response->set_evicted_bytes(s.evicted_bytes);
+  response->set_max_bytes(m_store.max_bytes());
   response->set_queued_jobs(m_pool.queue_depth());
   response->set_running_jobs(m_pool.running());
   response->set_worker_restarts(m_workers.restarts());

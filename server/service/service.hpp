@@ -103,12 +103,8 @@ class KCacheService final : public v1::KCache::Service {
   WorkerPool& m_pool;
   worker::WorkerSet& m_workers;
   const ServiceLimits m_limits;
-  // Logs once when the store first outgrows --max-size (until eviction enforces it).
-  void warn_if_over_size();
-
   ServiceCounters m_counters;
   CallTracker m_calls;
-  std::atomic<bool> m_warned_over_size{false};
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
 };

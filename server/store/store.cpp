@@ -1,5 +1,7 @@
 #include "store/store.hpp"
 
+#include "store/records.hpp"
+
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
@@ -14,158 +16,8 @@
 namespace kcache::server {
 namespace {
 
-constexpr std::string_view k_format_key = "format";
-constexpr std::string_view k_format_value = "kcache-store-1";
-constexpr std::string_view k_entries_key = "usage.entries";
-constexpr std::string_view k_images_key = "usage.images";
-constexpr std::string_view k_bytes_key = "usage.bytes";
-constexpr std::string_view k_entry_magic = "KCE1";
-constexpr std::string_view k_meta_magic = "KCM1";
-constexpr std::size_t k_key_size = 32;
+using namespace records;
 
-// Record suffixes after the 32 key bytes (FORMAT.md).
-constexpr char k_entry_tag = 'E';
-constexpr char k_meta_tag = 'M';
-constexpr char k_payload_tag = 'P';
-
-std::string entry_key(const Key& key) { return std::string(key.bytes()) + k_entry_tag; }
-
-std::string image_key(const Key& key, char tag, const ImageRequest& which) {
-  std::string out(key.bytes());
-  out += tag;
-  out += which.arch;
-  out += '\0';
-  out += static_cast<char>(which.kind);
-  return out;
-}
-
-class Writer {
- public:
-  void bytes(std::string_view b) { m_out.append(b); }
-  template <typename T>
-  void uint(T v) {
-    for (std::size_t i = 0; i < sizeof(T); ++i) m_out += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
-  }
-  void str16(std::string_view s) {
-    uint<std::uint16_t>(static_cast<std::uint16_t>(s.size()));
-    bytes(s);
-  }
-  std::string take() { return std::move(m_out); }
-
- private:
-  std::string m_out;
-};
-
-class Reader {
- public:
-  explicit Reader(std::string_view in) : m_in(in) {}
-  bool bytes(std::size_t n, std::string_view& out) {
-    if (m_in.size() < n) return fail();
-    out = m_in.substr(0, n);
-    m_in.remove_prefix(n);
-    return true;
-  }
-  template <typename T>
-  bool uint(T& v) {
-    std::string_view b;
-    if (!bytes(sizeof(T), b)) return false;
-    std::uint64_t x = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) x |= static_cast<std::uint64_t>(static_cast<unsigned char>(b[i])) << (8 * i);
-    v = static_cast<T>(x);
-    return true;
-  }
-  bool str16(std::string& s) {
-    std::uint16_t n = 0;
-    std::string_view b;
-    if (!uint(n) || !bytes(n, b)) return false;
-    s.assign(b);
-    return true;
-  }
-  bool done() const { return m_ok && m_in.empty(); }
-
- private:
-  bool fail() { return m_ok = false; }
-  std::string_view m_in;
-  bool m_ok = true;
-};
-
-std::string encode_entry(Side side, const EntryRecord& r) {
-  Writer w;
-  w.bytes(k_entry_magic);
-  w.uint<std::uint8_t>(static_cast<std::uint8_t>(side));
-  w.uint<std::uint8_t>(static_cast<std::uint8_t>(r.format));
-  w.uint<std::uint64_t>(r.created_unix);
-  w.str16(r.target);
-  return w.take();
-}
-
-std::string encode_meta(const ImageMeta& m) {
-  Writer w;
-  w.bytes(k_meta_magic);
-  w.uint<std::uint8_t>(static_cast<std::uint8_t>(m.kind));
-  w.uint<std::uint64_t>(m.size);
-  w.bytes(as_bytes(m.sha256));
-  w.uint<std::uint16_t>(static_cast<std::uint16_t>(m.kernels.size()));
-  for (const KernelInfo& k : m.kernels) {
-    w.str16(k.name);
-    w.uint(k.registers);
-    w.uint(k.shared_bytes);
-    w.uint(k.local_bytes);
-    w.uint(k.spill_stores);
-    w.uint(k.spill_loads);
-  }
-  w.uint<std::uint16_t>(static_cast<std::uint16_t>(m.stubbed.size()));
-  for (const std::string& s : m.stubbed) w.str16(s);
-  return w.take();
-}
-
-// Decodes an image meta record; `arch` comes from the record's key.
-std::optional<ImageMeta> decode_meta(std::string_view value, std::string arch) {
-  Reader r(value);
-  ImageMeta m;
-  m.arch = std::move(arch);
-  std::string_view magic, digest;
-  std::uint8_t kind = 0;
-  std::uint16_t kernels = 0;
-  if (!r.bytes(4, magic) || magic != k_meta_magic || !r.uint(kind) || !r.uint(m.size) || !r.bytes(32, digest) ||
-      !r.uint(kernels)) {
-    return std::nullopt;
-  }
-  if (kind < 1 || kind > 3) return std::nullopt;
-  m.kind = static_cast<ImageKind>(kind);
-  std::memcpy(m.sha256.data(), digest.data(), 32);
-  for (std::uint16_t i = 0; i < kernels; ++i) {
-    KernelInfo k;
-    if (!r.str16(k.name) || !r.uint(k.registers) || !r.uint(k.shared_bytes) || !r.uint(k.local_bytes) ||
-        !r.uint(k.spill_stores) || !r.uint(k.spill_loads)) {
-      return std::nullopt;
-    }
-    m.kernels.push_back(std::move(k));
-  }
-  std::uint16_t stubbed = 0;
-  if (!r.uint(stubbed)) return std::nullopt;
-  for (std::uint16_t i = 0; i < stubbed; ++i) {
-    if (!r.str16(m.stubbed.emplace_back())) return std::nullopt;
-  }
-  if (!r.done()) return std::nullopt;
-  return m;
-}
-
-std::string encode_u64(std::uint64_t v) {
-  Writer w;
-  w.uint(v);
-  return w.take();
-}
-
-std::uint64_t decode_u64(std::string_view s) {
-  Reader r(s);
-  std::uint64_t v = 0;
-  return r.uint(v) ? v : 0;
-}
-
-Error storage_error(const std::string& what, const rocksdb::Status& s) {
-  return make_error(ErrorCode::k_internal, "store: " + what + ": " + s.ToString());
-}
 
 rocksdb::ColumnFamilyOptions side_family_options() {
   rocksdb::ColumnFamilyOptions cf;
@@ -207,6 +59,8 @@ Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
   };
   std::unique_ptr<Store> store(new Store());
   store->m_host_image_check = options.host_image_check;
+  store->m_max_bytes = options.max_bytes;
+  store->m_access_flush_interval = options.access_flush_interval;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.path.string(), families, &store->m_handles, &db);
   if (!s.ok()) {
@@ -237,11 +91,20 @@ Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
   load(k_entries_key, store->m_entries);
   load(k_images_key, store->m_images);
   load(k_bytes_key, store->m_bytes);
+  if (auto indexed = store->index_access_times(); !indexed) return indexed.error();
+  store->m_background = std::thread([s = store.get()] { s->background(); });
   return store;
 }
 
 Store::~Store() {
+  {
+    std::lock_guard lock(m_background_mutex);
+    m_stopping = true;
+  }
+  m_background_wake.notify_all();
+  if (m_background.joinable()) m_background.join();
   if (!m_db) return;
+  if (auto flushed = flush_access_times(); !flushed) spdlog::warn("{}", flushed.error().message);
   for (rocksdb::ColumnFamilyHandle* h : m_handles) m_db->DestroyColumnFamilyHandle(h);
   m_db->Close();
 }
@@ -264,34 +127,56 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
     if (!m_host_image_check) return refuse("no host image check is configured");
     if (auto checked = m_host_image_check(image.data); !checked) return refuse(checked.error().message);
   }
+  std::uint64_t incoming = 0;
+  for (const Image& image : images) incoming += image.meta.size;
+  if (m_max_bytes > 0 && incoming > m_max_bytes) {
+    return make_error(ErrorCode::k_resource_exhausted,
+                      "not cached: the images of " + key.hex() + " (" + std::to_string(incoming) +
+                          " bytes) are larger than the whole cache (--max-size " + std::to_string(m_max_bytes) + ")");
+  }
+
   std::lock_guard lock(m_write_mutex);
   rocksdb::ColumnFamilyHandle* cf = family(side);
   rocksdb::WriteBatch batch;
-  std::uint64_t entries = m_entries, count = m_images, bytes = m_bytes;
-
   std::string existing;
   rocksdb::Status s = m_db->Get(rocksdb::ReadOptions(), cf, entry_key(key), &existing);
-  if (s.IsNotFound()) ++entries;
-  else if (!s.ok()) return storage_error("reading entry", s);
+  bool is_new = s.IsNotFound();
+  if (!is_new && !s.ok()) return storage_error("reading entry", s);
   batch.Put(cf, entry_key(key), encode_entry(side, record));
 
+  std::uint64_t replaced_bytes = 0, replaced_images = 0;
   for (const Image& image : images) {
     std::string meta_key = image_key(key, k_meta_tag, image.meta.id());
     s = m_db->Get(rocksdb::ReadOptions(), cf, meta_key, &existing);
     if (s.ok()) {
-      auto old = decode_meta(existing, image.meta.arch);
-      if (old) {
-        bytes -= std::min(bytes, old->size);
-        if (count > 0) --count;
+      if (auto old = decode_meta(existing, image.meta.arch)) {
+        replaced_bytes += old->size;
+        ++replaced_images;
       }
     } else if (!s.IsNotFound()) {
       return storage_error("reading image metadata", s);
     }
     batch.Put(cf, meta_key, encode_meta(image.meta));
     batch.Put(cf, image_key(key, k_payload_tag, image.meta.id()), image.data);
-    bytes += image.meta.size;
-    ++count;
   }
+  // Make room first: usage never passes the cap, even between background evictions.
+  if (m_max_bytes > 0 && m_bytes + incoming - std::min<std::uint64_t>(m_bytes, replaced_bytes) > m_max_bytes) {
+    if (auto flushed = flush_access_times_locked(); !flushed) return flushed.error();
+    auto evicted = evict_locked(m_max_bytes + replaced_bytes - incoming, SIZE_MAX, std::pair{side, key});
+    if (!evicted) return evicted.error();
+  }
+
+  // This write is an access too: the entry becomes the most recently used.
+  std::uint64_t now = unix_ms_now();
+  if (m_db->Get(rocksdb::ReadOptions(), m_meta, atime_key(side, key), &existing).ok()) {
+    batch.Delete(m_meta, lru_key(decode_u64(existing), side, key));
+  }
+  batch.Put(m_meta, atime_key(side, key), encode_u64(now));
+  batch.Put(m_meta, lru_key(now, side, key), "");
+
+  std::uint64_t entries = m_entries + (is_new ? 1 : 0);
+  std::uint64_t count = m_images - std::min<std::uint64_t>(m_images, replaced_images) + images.size();
+  std::uint64_t bytes = m_bytes - std::min<std::uint64_t>(m_bytes, replaced_bytes) + incoming;
   batch.Put(m_meta, k_entries_key, encode_u64(entries));
   batch.Put(m_meta, k_images_key, encode_u64(count));
   batch.Put(m_meta, k_bytes_key, encode_u64(bytes));
@@ -300,6 +185,7 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
   m_entries = entries;
   m_images = count;
   m_bytes = bytes;
+  if (m_max_bytes > 0 && bytes > m_max_bytes / 10 * 9) m_background_wake.notify_one();
   return {};
 }
 
@@ -327,6 +213,7 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
     return std::vector<ImageMeta>{};
   }
   if (!it->status().ok()) return storage_error("listing images", it->status());
+  if (!out.empty()) note_access(side, key);
   return out;
 }
 
@@ -365,10 +252,12 @@ void Store::drop_corrupt_entry(Side side, const Key& key, const std::string& why
   ++m_corrupt;
 }
 
-Expected<void> Store::remove_entry_locked(Side side, const Key& key) {
+Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
   rocksdb::ColumnFamilyHandle* cf = family(side);
+  // Walks the entry and metadata records only: payloads are deleted by key, never read, since
+  // reading a corrupt blob would stop the walk and leave records behind.
   std::string lower(key.bytes());
-  std::string upper = lower + static_cast<char>(0xff);
+  std::string upper = lower + static_cast<char>(k_meta_tag + 1);
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper_slice;
@@ -385,23 +274,33 @@ Expected<void> Store::remove_entry_locked(Side side, const Key& key) {
       auto meta = decode_meta(it->value().ToStringView(), arch);
       if (count > 0) --count;
       if (meta) bytes -= std::min(bytes, meta->size);
+      std::string payload_key(k);
+      payload_key[k_key_size] = k_payload_tag;
+      batch.Delete(cf, payload_key);
     }
     batch.Delete(cf, it->key());
   }
   if (had_entry && entries > 0) --entries;
+  std::string atime;
+  if (m_db->Get(rocksdb::ReadOptions(), m_meta, atime_key(side, key), &atime).ok()) {
+    batch.Delete(m_meta, lru_key(decode_u64(atime), side, key));
+    batch.Delete(m_meta, atime_key(side, key));
+  }
   batch.Put(m_meta, k_entries_key, encode_u64(entries));
   batch.Put(m_meta, k_images_key, encode_u64(count));
   batch.Put(m_meta, k_bytes_key, encode_u64(bytes));
   rocksdb::Status s = m_db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) return storage_error("removing entry", s);
+  std::uint64_t freed = m_bytes - bytes;
   m_entries = entries;
   m_images = count;
   m_bytes = bytes;
-  return {};
+  return freed;
 }
 
-StoreStats Store::stats() const { return {m_entries, m_images, m_bytes, m_corrupt}; }
-
+StoreStats Store::stats() const {
+  return {m_entries, m_images, m_bytes, m_corrupt, m_evictions, m_evicted_bytes};
+}
 Expected<void> Store::flush() {
   rocksdb::Status s = m_db->Flush(rocksdb::FlushOptions(), m_handles);
   if (!s.ok()) return storage_error("flushing", s);

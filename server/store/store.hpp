@@ -3,13 +3,18 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "kcache/expected.hpp"
@@ -36,6 +41,22 @@ struct StoreStats {
   std::uint64_t images = 0;
   std::uint64_t bytes = 0;  // image payload bytes
   std::uint64_t corrupt_dropped = 0;
+  std::uint64_t evictions = 0;      // entries evicted since open
+  std::uint64_t evicted_bytes = 0;  // their payload bytes
+};
+
+// What Store::verify found.
+struct VerifyProblem {
+  Side side = Side::device;
+  std::string key_hex;
+  std::string what;
+};
+struct VerifyReport {
+  std::uint64_t entries = 0, images = 0, bytes = 0;  // good ones, as counted by the walk
+  std::vector<VerifyProblem> problems;               // one per bad entry
+  std::uint64_t removed = 0;                         // bad entries removed (repair)
+  bool counters_wrong = false;                       // the usage counters disagreed with the walk
+  std::uint64_t access_times_added = 0;              // entries that had no access time (repair adds one)
 };
 
 // Checks a host image before it is written (the daemon passes check_host_object, which reads the
@@ -45,6 +66,12 @@ using HostImageCheck = std::function<Expected<void>(std::string_view object)>;
 struct StoreOptions {
   std::filesystem::path path;
   HostImageCheck host_image_check;
+  // Most payload bytes kept (--max-size); 0: no limit. Least recently used entries are evicted,
+  // whole, by a background thread from 90% of it down to 80%, and by a write that would
+  // otherwise pass it: usage never exceeds it.
+  std::uint64_t max_bytes = 0;
+  // How often recorded accesses are written to `meta` (reads only note them in memory).
+  std::chrono::milliseconds access_flush_interval{1000};
 };
 
 class Store {
@@ -58,10 +85,12 @@ class Store {
   // Writes the entry record and every image under (side, key) in one atomic WriteBatch,
   // replacing images of the same (arch, kind). Refuses (INTERNAL, logged) an image whose digest
   // does not match its data, whose kind belongs to the other side, or, on the host side, that
-  // the host image check rejects.
+  // the host image check rejects; RESOURCE_EXHAUSTED when the images alone exceed max_bytes.
+  // Evicts least recently used entries first when the write would pass max_bytes.
   Expected<void> put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images);
 
-  // The metadata of every image stored under (side, key); empty when the key is absent.
+  // The metadata of every image stored under (side, key); empty when the key is absent. A
+  // found key counts as used now (for eviction).
   Expected<std::vector<ImageMeta>> list(Side side, const Key& key);
 
   // One image with its bytes, verified against its digest. NOT_FOUND when absent. A corrupt
@@ -69,6 +98,21 @@ class Store {
   Expected<Image> get(Side side, const Key& key, const ImageRequest& which);
 
   StoreStats stats() const;
+  std::uint64_t max_bytes() const { return m_max_bytes; }
+
+  // Evicts least recently used entries until usage is at most `target` bytes; returns how many.
+  // The background thread calls it; it is public for tests and operators.
+  Expected<std::uint64_t> evict(std::uint64_t target);
+
+  // Writes the access times noted since the last call (the background thread does so every
+  // access_flush_interval).
+  Expected<void> flush_access_times();
+
+  // Walks every record of both sides: each entry must decode, each image must have its payload
+  // and match its digest, host images must pass the host image check, and the usage counters
+  // must match. With `repair`, bad entries are removed whole, counters rewritten and missing
+  // access times added.
+  Expected<VerifyReport> verify(bool repair);
 
   // Flushes memtables to disk (shutdown); the WAL already makes acknowledged writes durable
   // against a crash of the process.
@@ -78,7 +122,17 @@ class Store {
   Store() = default;
   rocksdb::ColumnFamilyHandle* family(Side side) const;
   void drop_corrupt_entry(Side side, const Key& key, const std::string& why);
-  Expected<void> remove_entry_locked(Side side, const Key& key);
+  // Removes every record of the entry and its access time; returns the payload bytes freed.
+  Expected<std::uint64_t> remove_entry_locked(Side side, const Key& key);
+  // Gives every entry an access time (its creation time) unless the marker says they have one.
+  Expected<void> index_access_times();
+  // Evicts oldest first until usage <= target, at most `max_victims` entries, never
+  // (side, keep). Needs m_write_mutex.
+  Expected<std::uint64_t> evict_locked(std::uint64_t target, std::size_t max_victims,
+                                       std::optional<std::pair<Side, Key>> keep = std::nullopt);
+  void note_access(Side side, const Key& key);
+  Expected<void> flush_access_times_locked();  // needs m_write_mutex
+  void background();  // flushes access times; evicts above the high-water mark
 
   std::unique_ptr<rocksdb::DB> m_db;
   std::vector<rocksdb::ColumnFamilyHandle*> m_handles;  // default, host, device, meta
@@ -86,10 +140,23 @@ class Store {
   rocksdb::ColumnFamilyHandle* m_device = nullptr;
   rocksdb::ColumnFamilyHandle* m_meta = nullptr;
 
-  // Serialises writers so the usage counters in `meta` change in the same batch as the data.
   HostImageCheck m_host_image_check;
+  std::uint64_t m_max_bytes = 0;
+  std::chrono::milliseconds m_access_flush_interval{1000};
+  // Serialises writers so the usage counters in `meta` change in the same batch as the data.
   std::mutex m_write_mutex;
   std::atomic<std::uint64_t> m_entries{0}, m_images{0}, m_bytes{0}, m_corrupt{0};  // lock-free reads
+  std::atomic<std::uint64_t> m_evictions{0}, m_evicted_bytes{0};
+
+  // Accesses noted by reads (side byte + key bytes -> ms), written to `meta` by the background
+  // thread: a hit costs a map insert, not a write.
+  std::mutex m_access_mutex;
+  std::unordered_map<std::string, std::uint64_t> m_accessed;
+
+  std::mutex m_background_mutex;  // guards m_stopping
+  std::condition_variable m_background_wake;
+  bool m_stopping = false;
+  std::thread m_background;
 };
 
 }  // namespace kcache::server

@@ -2,7 +2,9 @@
 // detected on read and never served.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "compile/object_check.hpp"
 #include "store/store.hpp"
@@ -20,9 +22,9 @@ class StoreTest : public ::testing::Test {
       std::fprintf(stderr, "kept %s\n", m_dir.path().c_str());
     }
   }
-  void reopen() {
+  void reopen(std::uint64_t max_bytes = 0) {
     m_store.reset();
-    auto store = Store::open({m_dir.path() / "db", check_host_object});
+    auto store = Store::open({m_dir.path() / "db", check_host_object, max_bytes});
     ASSERT_TRUE(store) << store.error().message;
     m_store = std::move(*store);
   }
@@ -189,6 +191,126 @@ TEST_F(StoreTest, RefusesImagesOfTheOtherSideAndFailsClosedWithoutACheck) {
   auto put = (*unchecked)->put(Side::host, key("b"), {}, std::vector{make_image({"x86_64", ImageKind::object}, clean)});
   ASSERT_FALSE(put);
   EXPECT_NE(put.error().message.find("no host image check"), std::string::npos);
+}
+
+// Eviction and verify.
+
+class EvictionTest : public StoreTest {
+ protected:
+  static constexpr std::uint64_t k_image = 16 * 1024;
+  static constexpr std::uint64_t k_cap = 100 * 1024;  // room for six images
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(reopen(k_cap)); }
+
+  Expected<void> put(std::string_view name) {
+    return m_store->put(Side::device, key(name), {},
+                        std::vector{make_image({"sm_90", ImageKind::ptx}, std::string(k_image, name[0]))});
+  }
+  bool present(std::string_view name) {
+    auto listed = m_store->list(Side::device, key(name));
+    return listed && !listed->empty();
+  }
+  // Access times have millisecond resolution: lets the clock move on, so order is unambiguous.
+  static void next_millisecond() {
+    auto start = std::chrono::system_clock::now();
+    while (std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now()) <=
+           std::chrono::floor<std::chrono::milliseconds>(start)) {
+      std::this_thread::yield();
+    }
+  }
+};
+
+TEST_F(EvictionTest, AWriteEvictsTheLeastRecentlyUsedWholeAndUsageNeverPassesTheCap) {
+  for (std::string_view name : {"a", "b", "c", "d", "e"}) {
+    ASSERT_TRUE(put(name));
+    next_millisecond();
+  }
+  ASSERT_TRUE(present("a"));  // a is now the most recently used
+  next_millisecond();
+  for (std::string_view name : {"f", "g", "h"}) {
+    ASSERT_TRUE(put(name));
+    EXPECT_LE(m_store->stats().bytes, k_cap);
+    next_millisecond();
+  }
+  EXPECT_TRUE(present("a"));
+  EXPECT_FALSE(present("b"));  // the oldest untouched ones went first
+  EXPECT_TRUE(present("h"));
+  StoreStats s = m_store->stats();
+  EXPECT_GE(s.evictions, 2u);
+  EXPECT_EQ(s.evicted_bytes, s.evictions * k_image);
+  EXPECT_EQ(s.bytes, s.entries * k_image);  // nothing removed in part
+  EXPECT_EQ(s.images, s.entries);
+}
+
+TEST_F(EvictionTest, TheBackgroundThreadEvictsDownToTheLowWaterMark) {
+  for (std::string_view name : {"a", "b", "c", "d", "e", "f"}) ASSERT_TRUE(put(name));  // 96 KiB: over 90%
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((m_store->stats().bytes > k_cap / 10 * 8 || m_store->stats().evictions == 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_LE(m_store->stats().bytes, k_cap / 10 * 8);
+  EXPECT_EQ(m_store->stats().evictions, 1u);
+}
+
+TEST_F(EvictionTest, AccessTimesSurviveARestart) {
+  for (std::string_view name : {"a", "b", "c", "d", "e"}) {
+    ASSERT_TRUE(put(name));
+    next_millisecond();
+  }
+  ASSERT_TRUE(present("a"));
+  ASSERT_NO_FATAL_FAILURE(reopen(k_cap));  // closing flushes the noted access of a
+  ASSERT_TRUE(put("f"));
+  ASSERT_TRUE(put("g"));
+  EXPECT_TRUE(present("a"));
+  EXPECT_FALSE(present("b"));
+}
+
+TEST_F(EvictionTest, ImagesLargerThanTheWholeCacheAreRefusedAndNothingIsEvicted) {
+  ASSERT_TRUE(put("a"));
+  auto huge = m_store->put(Side::device, key("huge"), {},
+                           std::vector{make_image({"sm_90", ImageKind::ptx}, std::string(k_cap + 1, 'x'))});
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().code, ErrorCode::k_resource_exhausted);
+  EXPECT_NE(huge.error().message.find("larger than the whole cache"), std::string::npos);
+  EXPECT_TRUE(present("a"));
+  EXPECT_EQ(m_store->stats().evictions, 0u);
+}
+
+TEST_F(StoreTest, VerifyFindsACorruptEntryAndRepairRemovesIt) {
+  std::string payload;
+  for (int i = 0; i < (1 << 20); ++i) payload += static_cast<char>((i * 2654435761u) >> 13);
+  ASSERT_TRUE(m_store->put(Side::device, key("bad"), {}, std::vector{make_image({"sm_90", ImageKind::cubin}, payload)}));
+  ASSERT_TRUE(m_store->put(Side::device, key("good"), {}, std::vector{make_image({"sm_90", ImageKind::ptx}, "ptx")}));
+  std::string object = test::host_object_with_llc("define i32 @f() {\n  ret i32 1\n}\n");
+  ASSERT_TRUE(m_store->put(Side::host, key("host"), {}, std::vector{make_image({"x86_64", ImageKind::object}, object)}));
+  auto clean = m_store->verify(false);
+  ASSERT_TRUE(clean) << clean.error().message;
+  EXPECT_TRUE(clean->problems.empty());
+  EXPECT_FALSE(clean->counters_wrong);
+  EXPECT_EQ(clean->entries, 3u);
+
+  ASSERT_TRUE(m_store->flush());
+  m_store.reset();
+  ASSERT_TRUE(flip_bytes(m_dir.path() / "db", ".blob", 4096));
+  ASSERT_NO_FATAL_FAILURE(reopen());
+  auto found = m_store->verify(false);
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_EQ(found->problems.size(), 1u);  // and the walk went on past it
+  EXPECT_EQ(found->problems[0].key_hex, key("bad").hex());
+  EXPECT_NE(found->problems[0].what.find("image sm_90.cubin: unreadable payload: Corruption"), std::string::npos)
+      << found->problems[0].what;
+  EXPECT_EQ(found->entries, 2u);
+  EXPECT_EQ(m_store->stats().entries, 3u);  // reporting removes nothing
+
+  auto repaired = m_store->verify(true);
+  ASSERT_TRUE(repaired);
+  EXPECT_EQ(repaired->removed, 1u);
+  auto after = m_store->verify(false);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->problems.empty());
+  EXPECT_FALSE(after->counters_wrong);
+  EXPECT_EQ(m_store->stats().entries, 2u);
+  EXPECT_EQ(m_store->stats().bytes, 3u + object.size());
 }
 
 }  // namespace
