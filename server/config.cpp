@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <thread>
 
 #include "kcache/job.hpp"
@@ -53,6 +54,20 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--worker-memory", worker_memory,
                  "Address-space limit of each compile worker process (bytes, or with K/M/G; 0: none)")
       ->capture_default_str();
+  app.add_option("--tls-cert", c.tls_cert, "PEM certificate (chain) to serve TLS with (needs --tls-key)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", c.tls_key, "PEM private key of --tls-cert")->check(CLI::ExistingFile)->needs("--tls-cert");
+  app.add_option("--tls-client-ca", c.tls_client_ca,
+                 "PEM CA bundle: require client certificates signed by it (mutual TLS)")
+      ->check(CLI::ExistingFile)
+      ->needs("--tls-cert");
+  app.add_flag("--plaintext", c.plaintext,
+               "Serve without TLS on a non-loopback address (loopback needs no flag); kcached warns")
+      ->excludes("--tls-cert");
+  app.add_option("--tokens-file", c.tokens_file,
+                 "Bearer tokens, one 'NAME ROLE TOKEN' line each (roles: read, compile, admin); absent: no "
+                 "authentication")
+      ->check(CLI::ExistingFile);
   app.add_flag("--verify", c.verify,
                "Check every entry of the database at --db (decoding, payloads, SHA-256, host image check, counters), "
                "print what is wrong and exit: 0 all good, 1 problems found. The daemon must be stopped");
@@ -72,6 +87,10 @@ ParsedConfig parse_config(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (!c.tls_cert.empty() && c.tls_key.empty()) {
+    std::fprintf(stderr, "--tls-cert needs --tls-key\n");
+    return {std::nullopt, 2};
   }
   if (c.workers == 0) c.workers = std::max(1u, std::thread::hardware_concurrency());
   if (c.queue_depth == 0) c.queue_depth = 4 * c.workers;

@@ -22,6 +22,11 @@ struct Config {
   std::string cubin_assembler = "auto";  // auto (nvJitLink where present), nvjitlink, ptxas
   std::uint32_t job_timeout_s = 600;     // a compile's worker is killed after this long
   std::uint64_t worker_memory = 8ULL << 30;  // address-space limit of each compile worker; 0: none
+  std::filesystem::path tls_cert;       // PEM server certificate chain; with tls_key: serve TLS
+  std::filesystem::path tls_key;        // PEM private key
+  std::filesystem::path tls_client_ca;  // PEM CA bundle: require and verify client certificates (mTLS)
+  bool plaintext = false;               // serve without TLS on a non-loopback address (warned)
+  std::filesystem::path tokens_file;    // NAME ROLE TOKEN lines; absent: no authentication
   bool verify = false;  // --verify: check the database and exit instead of serving
   bool repair = false;  // --repair (with --verify): remove bad entries, fix counters
 };

@@ -7,9 +7,13 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <grpcpp/security/server_credentials.h>
 
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
+#include "service/auth.hpp"
 #include "service/service.hpp"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
@@ -21,10 +25,62 @@ namespace {
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
 constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
 
+bool is_loopback(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  return host.starts_with("127.") || host == "localhost" || host == "[::1]" || host == "::1";
+}
+
+Expected<std::string> read_pem(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return make_error(ErrorCode::k_failed_precondition, "cannot read " + path.string());
+  }
+  return text.str();
+}
+
+// TLS (mutual with a client CA) when a certificate is given; plaintext otherwise, which must be
+// asked for on any address but loopback.
+Expected<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const Config& config) {
+  if (config.tls_cert.empty()) {
+    if (!is_loopback(config.listen) && !config.plaintext) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "refusing to serve " + config.listen + " without TLS: give --tls-cert and --tls-key, or "
+                        "--plaintext to accept that anyone on the network can read and send traffic");
+    }
+    if (!is_loopback(config.listen)) {
+      spdlog::warn("serving {} in plaintext (--plaintext): traffic and tokens travel unencrypted", config.listen);
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions options;
+  auto cert = read_pem(config.tls_cert);
+  if (!cert) return cert.error();
+  auto key = read_pem(config.tls_key);
+  if (!key) return key.error();
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!config.tls_client_ca.empty()) {
+    auto ca = read_pem(config.tls_client_ca);
+    if (!ca) return ca.error();
+    options.pem_root_certs = *ca;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::unique_ptr<Daemon> d(new Daemon());
+  auto credentials = server_credentials(config);
+  if (!credentials) return credentials.error();
+  d->m_auth = std::make_unique<Authenticator>();
+  if (!config.tokens_file.empty()) {
+    auto auth = Authenticator::load(config.tokens_file);
+    if (!auth) return auth.error();
+    *d->m_auth = std::move(*auth);
+  }
   auto store = Store::open(StoreOptions{config.db, check_host_object, config.max_size});
   if (!store) return store.error();
   d->m_store = std::move(*store);
@@ -59,12 +115,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   limits.job_timeout = std::chrono::seconds(config.job_timeout_s);
   limits.max_store_bytes = config.max_size;
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
-  d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, limits);
+  d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, *d->m_auth,
+                                                 limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &d->m_port);
+  builder.AddListeningPort(config.listen, *credentials, &d->m_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX)));
   builder.RegisterService(d->m_service.get());
   d->m_server = builder.BuildAndStart();
@@ -72,6 +129,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     return make_error(ErrorCode::k_unavailable,
                       "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
   }
+  spdlog::info("{}, {}", config.tls_cert.empty() ? "plaintext" : config.tls_client_ca.empty() ? "TLS" : "mutual TLS",
+               d->m_auth->enabled() ? std::to_string(d->m_auth->clients()) + " token clients" : "no authentication");
   spdlog::info("serving {} (port {}), db {}, {} compile workers (memory limit {}), queue {}", config.listen,
                d->m_port, config.db.string(), config.workers,
                config.worker_memory > 0 ? std::to_string(config.worker_memory) + " bytes" : "none",

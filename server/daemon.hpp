@@ -18,6 +18,7 @@ class Store;
 class Compiler;
 class WorkerPool;
 class KCacheService;
+class Authenticator;
 namespace worker {
 class WorkerSet;
 }
@@ -42,6 +43,7 @@ class Daemon {
   std::unique_ptr<Compiler> m_compiler;
   std::unique_ptr<worker::WorkerSet> m_workers;
   std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone
+  std::unique_ptr<Authenticator> m_auth;
   std::unique_ptr<KCacheService> m_service;
   std::unique_ptr<grpc::Server> m_server;
   int m_port = 0;

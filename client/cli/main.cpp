@@ -31,11 +31,13 @@ enum ExitCode : int {
   k_exit_bad_input = 3,    // the daemon refused the input (INVALID_ARGUMENT, FAILED_PRECONDITION, ...)
   k_exit_not_found = 4,    // key or image not stored
   k_exit_unavailable = 5,  // daemon unreachable or too slow
+  k_exit_denied = 6,       // no or unknown token (UNAUTHENTICATED), or a role that falls short
 };
 
 constexpr const char* k_exit_help =
     "Exit codes: 0 ok, 1 other error, 2 usage, 3 bad input (refused by kcached), 4 not found,\n"
-    "5 server unavailable. Server: --server, else $KCACHE_SERVER, else 127.0.0.1:7878.";
+    "5 server unavailable, 6 not allowed (token). Server: --server, else $KCACHE_SERVER, else 127.0.0.1:7878.\n"
+    "Token: --token-file, else $KCACHE_TOKEN.";
 
 int exit_code_for(const kcache::Error& e) {
   switch (e.code) {
@@ -44,6 +46,8 @@ int exit_code_for(const kcache::Error& e) {
     case kcache::ErrorCode::k_resource_exhausted:
     case kcache::ErrorCode::k_unimplemented: return k_exit_bad_input;
     case kcache::ErrorCode::k_not_found: return k_exit_not_found;
+    case kcache::ErrorCode::k_unauthenticated:
+    case kcache::ErrorCode::k_permission_denied: return k_exit_denied;
     case kcache::ErrorCode::k_unavailable:
     case kcache::ErrorCode::k_deadline_exceeded: return k_exit_unavailable;
     default: return k_exit_error;
@@ -483,6 +487,58 @@ int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
   return k_exit_ok;
 }
 
+int run_verify(kcache::Client& client, const GlobalFlags& g, bool repair) {
+  auto r = client.verify(repair);
+  if (!r) fail(r.error());
+  json problems = json::array();
+  for (const auto& p : r->problems()) {
+    problems.push_back({{"side", p.side() == kcache::v1::SIDE_HOST ? "host" : "device"}, {"key", p.key()},
+                        {"what", p.what()}});
+    if (!g.json) std::printf("bad %s entry %s: %s\n", p.side() == kcache::v1::SIDE_HOST ? "host" : "device",
+                             p.key().empty() ? "?" : p.key().c_str(), p.what().c_str());
+  }
+  if (g.json) {
+    std::cout << json{{"entries", r->entries()}, {"images", r->images()},     {"bytes", r->bytes()},
+                      {"problems", problems},    {"removed", r->removed()},   {"counters_wrong", r->counters_wrong()}}
+                     .dump()
+              << '\n';
+  } else {
+    std::printf("%llu good entries, %llu images, %llu bytes; %d bad, %llu removed%s\n",
+                static_cast<unsigned long long>(r->entries()), static_cast<unsigned long long>(r->images()),
+                static_cast<unsigned long long>(r->bytes()), r->problems_size(),
+                static_cast<unsigned long long>(r->removed()),
+                r->counters_wrong() ? "; usage counters disagreed" : "");
+  }
+  return r->problems().empty() && !r->counters_wrong() ? k_exit_ok : k_exit_error;
+}
+
+int run_evict(kcache::Client& client, const GlobalFlags& g, const std::vector<std::string>& keys,
+              const std::string& side, const std::string& to) {
+  kcache::v1::EvictRequest request;
+  request.set_side(side == "host" ? kcache::v1::SIDE_HOST : kcache::v1::SIDE_DEVICE);
+  for (const std::string& k : keys) request.add_keys(k);
+  if (!to.empty()) {
+    auto bytes = kcache::parse_size(to);
+    if (!bytes) fail(k_exit_usage, "--to '" + to + "' is not a size: use bytes, or a number with K, M, G or T");
+    request.set_target_bytes(*bytes);
+  }
+  if (keys.empty() && to.empty()) fail(k_exit_usage, "evict: name KEYs, or --to SIZE");
+  auto r = client.evict(request);
+  if (!r) fail(r.error());
+  if (g.json) std::cout << json{{"evicted", r->evicted()}, {"bytes", r->bytes()}}.dump() << '\n';
+  else std::printf("evicted %llu entries; %llu bytes stored\n", static_cast<unsigned long long>(r->evicted()),
+                   static_cast<unsigned long long>(r->bytes()));
+  return k_exit_ok;
+}
+
+int run_purge(kcache::Client& client, const GlobalFlags& g) {
+  auto r = client.purge();
+  if (!r) fail(r.error());
+  if (g.json) std::cout << json{{"evicted", r->evicted()}}.dump() << '\n';
+  else std::printf("purged %llu entries\n", static_cast<unsigned long long>(r->evicted()));
+  return k_exit_ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -493,6 +549,17 @@ int main(int argc, char** argv) {
   app.add_option("--server", g.server, "kcached address HOST:PORT");
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   app.add_option("--timeout", g.timeout_s, "Seconds to wait for each call")->capture_default_str();
+  kcache::ClientOptions options;
+  std::string token_file;
+  app.add_flag("--tls", options.tls, "Connect with TLS (implied by the --tls-* options)");
+  app.add_option("--tls-ca", options.tls_ca_file, "PEM CA bundle that signed kcached's certificate")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", options.tls_cert_file, "PEM client certificate, for mutual TLS")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", options.tls_key_file, "PEM key of --tls-cert")->check(CLI::ExistingFile)
+      ->needs("--tls-cert");
+  app.add_option("--token-file", token_file, "File whose first line is the bearer token (else $KCACHE_TOKEN)")
+      ->check(CLI::ExistingFile);
 
   JobFlags compile_job, key_job;
   OutputFlags compile_out, fetch_out;
@@ -539,6 +606,19 @@ int main(int argc, char** argv) {
   bundle_fetch->add_option("--kind", bundle_kind, "Only this kind: ptx, cubin or obj");
   bundle_fetch_out.add_to(*bundle_fetch);
 
+  bool repair = false;
+  auto* verify = app.add_subcommand("verify", "Check every stored entry (admin); exit 1 if any is bad");
+  verify->add_flag("--repair", repair, "Remove bad entries and fix the usage counters");
+  std::vector<std::string> evict_keys;
+  std::string evict_side = "device", evict_to;
+  auto* evict = app.add_subcommand("evict", "Remove entries (admin): the KEYs named, and/or LRU down to --to");
+  evict->add_option("KEY", evict_keys, "Keys (64 hex digits)");
+  evict->add_option("--side", evict_side, "device or host")->check(CLI::IsMember({"device", "host"}));
+  evict->add_option("--to", evict_to, "Evict least recently used entries down to this many bytes (K/M/G)");
+  bool purge_yes = false;
+  auto* purge = app.add_subcommand("purge", "Remove every entry (admin)");
+  purge->add_flag("--yes", purge_yes, "Yes, remove everything")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -546,7 +626,13 @@ int main(int argc, char** argv) {
     return code == 0 ? k_exit_ok : k_exit_usage;
   }
 
-  kcache::ClientOptions options;
+  options.tls = options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty();
+  auto token = kcache::resolve_token(token_file);
+  if (!token) {
+    std::fprintf(stderr, "kcache: %s\n", token.error().message.c_str());
+    return k_exit_usage;
+  }
+  options.token = *token;
   options.server = kcache::resolve_server(g.server);
   options.deadline = std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000));
   kcache::Client client(options);
@@ -558,6 +644,9 @@ int main(int argc, char** argv) {
     if (*key) return run_key(client, g, key_job);
     if (*caps) return run_capabilities(client, g);
     if (*precompile) return run_precompile(client, g, manifest, precompile_archs, bundle_out, precompile_jobs);
+    if (*verify) return run_verify(client, g, repair);
+    if (*evict) return run_evict(client, g, evict_keys, evict_side, evict_to);
+    if (*purge) return run_purge(client, g);
     if (*bundle_fetch) return run_bundle_fetch(g, bundle_dir, bundle_key, bundle_arch, bundle_kind, bundle_fetch_out);
   } catch (const Failure& f) {
     if (g.json) std::cout << json{{"error", f.message}, {"exit_code", f.code}}.dump() << '\n';

@@ -3,7 +3,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "kcache/sha256.hpp"
 #include "wire/wire.hpp"
@@ -16,6 +19,41 @@ std::string resolve_server(std::string_view flag) {
   return std::string(k_default_server);
 }
 
+Expected<std::string> resolve_token(const std::string& token_file) {
+  std::string token;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) return make_error(ErrorCode::k_failed_precondition, "cannot read the token file " + token_file);
+    std::getline(in, token);
+  } else if (const char* env = std::getenv("KCACHE_TOKEN"); env != nullptr) {
+    token = env;
+  }
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  return token;
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const ClientOptions& o) {
+  if (!o.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!o.tls_ca_file.empty()) ssl.pem_root_certs = read_text(o.tls_ca_file);
+  if (!o.tls_cert_file.empty()) {
+    ssl.pem_cert_chain = read_text(o.tls_cert_file);
+    ssl.pem_private_key = read_text(o.tls_key_file);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 Client::Client(ClientOptions options) : m_options(std::move(options)) { reconnect(); }
 
 void Client::reconnect() {
@@ -24,7 +62,7 @@ void Client::reconnect() {
   grpc::ChannelArguments args;
   // A channel of its own (not gRPC's process-wide subchannel pool), so a reconnect starts afresh.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = v1::KCache::NewStub(grpc::CreateCustomChannel(m_options.server, grpc::InsecureChannelCredentials(), args));
+  auto stub = v1::KCache::NewStub(grpc::CreateCustomChannel(m_options.server, channel_credentials(m_options), args));
   std::lock_guard lock(m_stub_mutex);
   m_stub = std::move(stub);
 }
@@ -37,6 +75,7 @@ std::shared_ptr<v1::KCache::Stub> Client::stub() const {
 std::unique_ptr<grpc::ClientContext> Client::context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + m_options.deadline);
+  if (!m_options.token.empty()) ctx->AddMetadata("authorization", "Bearer " + m_options.token);
   return ctx;
 }
 
@@ -166,6 +205,29 @@ Expected<v1::Stats> Client::stats() {
   grpc::Status s = stub()->GetStats(context().get(), v1::GetStatsRequest(), &stats);
   if (!s.ok()) return error(s);
   return stats;
+}
+
+Expected<v1::VerifyResponse> Client::verify(bool repair) {
+  v1::VerifyRequest request;
+  request.set_repair(repair);
+  v1::VerifyResponse response;
+  grpc::Status s = stub()->Verify(context().get(), request, &response);
+  if (!s.ok()) return error(s);
+  return response;
+}
+
+Expected<v1::EvictResponse> Client::evict(const v1::EvictRequest& request) {
+  v1::EvictResponse response;
+  grpc::Status s = stub()->Evict(context().get(), request, &response);
+  if (!s.ok()) return error(s);
+  return response;
+}
+
+Expected<v1::PurgeResponse> Client::purge() {
+  v1::PurgeResponse response;
+  grpc::Status s = stub()->Purge(context().get(), v1::PurgeRequest(), &response);
+  if (!s.ok()) return error(s);
+  return response;
 }
 
 }  // namespace kcache

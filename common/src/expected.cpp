@@ -16,6 +16,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::k_internal: return "INTERNAL";
     case ErrorCode::k_unavailable: return "UNAVAILABLE";
     case ErrorCode::k_unauthenticated: return "UNAUTHENTICATED";
+    case ErrorCode::k_permission_denied: return "PERMISSION_DENIED";
   }
   return "UNKNOWN";
 }

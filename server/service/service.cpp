@@ -41,7 +41,6 @@ bool has_image(const std::vector<ImageMeta>& metas, const ImageRequest& want) {
   return std::any_of(metas.begin(), metas.end(), [&](const ImageMeta& m) { return m.id() == want; });
 }
 
-const grpc::Status k_shutting_down(grpc::StatusCode::UNAVAILABLE, "kcached is shutting down; retry shortly");
 
 }  // namespace
 
@@ -63,6 +62,14 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
   m_draining = true;
   m_idle.wait_until(lock, deadline, [this] { return m_active == 0; });
   return m_active;
+}
+
+Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContext& context, Role needed,
+                                                  const char* method) {
+  if (auto allowed = m_auth.check(context, needed, method); !allowed) return allowed.error();
+  auto call = m_calls.enter();
+  if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
+  return std::move(*call);
 }
 
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
@@ -204,11 +211,11 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   return coalesced ? v1::OUTCOME_COALESCED : v1::OUTCOME_MISS;
 }
 
-grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileRequest* request,
+grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
                                     v1::CompileResponse* response) {
   auto start = Clock::now();
-  auto call = m_calls.enter();
-  if (!call) return k_shutting_down;
+  auto call = admit(*context, Role::compile, "Compile");
+  if (!call) return wire::to_status(call.error());
   std::string key_hex;
   auto outcome = compile(*request, *response, key_hex);
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -232,8 +239,8 @@ grpc::Status KCacheService::Compile(grpc::ServerContext*, const v1::CompileReque
 
 grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchRequest* request,
                                   grpc::ServerWriter<v1::FetchResponse>* writer) {
-  auto call = m_calls.enter();
-  if (!call) return k_shutting_down;
+  auto call = admit(*context, Role::read, "Fetch");
+  if (!call) return wire::to_status(call.error());
   ++m_counters.fetches;
   auto fail = [&](Error error) {
     ++m_counters.errors;
@@ -281,10 +288,10 @@ grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchR
   return grpc::Status::OK;
 }
 
-grpc::Status KCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+grpc::Status KCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                                    v1::LookupResponse* response) {
-  auto call = m_calls.enter();
-  if (!call) return k_shutting_down;
+  auto call = admit(*context, Role::read, "Lookup");
+  if (!call) return wire::to_status(call.error());
   if (static_cast<std::uint32_t>(request->keys_size()) > m_limits.max_lookup_keys) {
     return wire::to_status(make_error(ErrorCode::k_invalid_argument,
                                       "a lookup names at most " + std::to_string(m_limits.max_lookup_keys) +
@@ -304,10 +311,10 @@ grpc::Status KCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest
   return grpc::Status::OK;
 }
 
-grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetCapabilitiesRequest*,
+grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const v1::GetCapabilitiesRequest*,
                                             v1::Capabilities* response) {
-  auto call = m_calls.enter();
-  if (!call) return k_shutting_down;
+  auto call = admit(*context, Role::read, "GetCapabilities");
+  if (!call) return wire::to_status(call.error());
   const Toolchain& t = m_compiler.toolchain();
   response->set_fingerprint(to_hex(t.fingerprint));
   response->set_key_format_version(k_key_format_version);
@@ -332,9 +339,9 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext*, const v1::GetC
   return grpc::Status::OK;
 }
 
-grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*, v1::Stats* response) {
-  auto call = m_calls.enter();
-  if (!call) return k_shutting_down;
+grpc::Status KCacheService::GetStats(grpc::ServerContext* context, const v1::GetStatsRequest*, v1::Stats* response) {
+  auto call = admit(*context, Role::read, "GetStats");
+  if (!call) return wire::to_status(call.error());
   StoreStats s = m_store.stats();
   response->set_hits(m_counters.hits);
   response->set_misses(m_counters.misses);
@@ -353,6 +360,63 @@ grpc::Status KCacheService::GetStats(grpc::ServerContext*, const v1::GetStatsReq
   response->set_running_jobs(m_pool.running());
   response->set_worker_restarts(m_workers.restarts());
   response->set_worker_crashes(m_workers.crashes());
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
+                                   v1::VerifyResponse* response) {
+  auto call = admit(*context, Role::admin, "Verify");
+  if (!call) return wire::to_status(call.error());
+  auto report = m_store.verify(request->repair());
+  if (!report) return wire::to_status(report.error());
+  response->set_entries(report->entries);
+  response->set_images(report->images);
+  response->set_bytes(report->bytes);
+  response->set_removed(report->removed);
+  response->set_counters_wrong(report->counters_wrong);
+  for (const VerifyProblem& p : report->problems) {
+    v1::VerifyResponse::Problem* out = response->add_problems();
+    out->set_side(wire::to_proto(p.side));
+    out->set_key(p.key_hex);
+    out->set_what(p.what);
+  }
+  spdlog::info("verify: {} good entries, {} bad, {} removed", report->entries, report->problems.size(),
+               report->removed);
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
+                                  v1::EvictResponse* response) {
+  auto call = admit(*context, Role::admin, "Evict");
+  if (!call) return wire::to_status(call.error());
+  Side side = wire::from_proto(request->side());
+  std::uint64_t evicted = 0;
+  for (const std::string& hex : request->keys()) {
+    auto key = parse_key(hex);
+    if (!key) return wire::to_status(key.error());
+    auto removed = m_store.remove(side, *key);
+    if (!removed) return wire::to_status(removed.error());
+    evicted += *removed ? 1 : 0;
+  }
+  if (request->has_target_bytes()) {
+    auto lru = m_store.evict(request->target_bytes());
+    if (!lru) return wire::to_status(lru.error());
+    evicted += *lru;
+  }
+  response->set_evicted(evicted);
+  response->set_bytes(m_store.stats().bytes);
+  spdlog::info("evict: {} entries removed on request, {} bytes stored", evicted, response->bytes());
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::Purge(grpc::ServerContext* context, const v1::PurgeRequest*,
+                                  v1::PurgeResponse* response) {
+  auto call = admit(*context, Role::admin, "Purge");
+  if (!call) return wire::to_status(call.error());
+  auto evicted = m_store.evict(0);
+  if (!evicted) return wire::to_status(evicted.error());
+  response->set_evicted(*evicted);
+  spdlog::warn("purge: every entry removed on request ({})", *evicted);
   return grpc::Status::OK;
 }
 

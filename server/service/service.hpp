@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "compile/compiler.hpp"
+#include "service/auth.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
@@ -69,9 +70,10 @@ class KCacheService final : public v1::KCache::Service {
  public:
   // `compiler` checks requests and describes the toolchain; compiles run on `workers`, one job
   // per `pool` thread.
+  // `auth` decides who may call what (open when it has no tokens).
   KCacheService(Store& store, const Compiler& compiler, WorkerPool& pool, worker::WorkerSet& workers,
-                ServiceLimits limits)
-      : m_store(store), m_compiler(compiler), m_pool(pool), m_workers(workers), m_limits(limits) {}
+                const Authenticator& auth, ServiceLimits limits)
+      : m_store(store), m_compiler(compiler), m_pool(pool), m_workers(workers), m_auth(auth), m_limits(limits) {}
 
   grpc::Status Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
                        v1::CompileResponse* response) override;
@@ -83,11 +85,21 @@ class KCacheService final : public v1::KCache::Service {
                                v1::Capabilities* response) override;
   grpc::Status GetStats(grpc::ServerContext* context, const v1::GetStatsRequest* request,
                         v1::Stats* response) override;
+  grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
+                      v1::VerifyResponse* response) override;
+  grpc::Status Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
+                     v1::EvictResponse* response) override;
+  grpc::Status Purge(grpc::ServerContext* context, const v1::PurgeRequest* request,
+                     v1::PurgeResponse* response) override;
 
   // Refuses new calls (UNAVAILABLE) and waits for calls in progress; see CallTracker::drain.
   int drain(std::chrono::steady_clock::time_point deadline) { return m_calls.drain(deadline); }
 
  private:
+  // Admits a call: a guard that keeps it counted for the drain, or the status to return
+  // (shutting down, no or unknown token, a role that falls short).
+  Expected<CallTracker::Guard> admit(const grpc::ServerContext& context, Role needed, const char* method);
+
   // The body of Compile; returns the outcome or the error, which Compile counts and logs.
   Expected<v1::Outcome> compile(const v1::CompileRequest& request, v1::CompileResponse& response,
                                 std::string& key_hex, bool retried = false);
@@ -102,6 +114,7 @@ class KCacheService final : public v1::KCache::Service {
   const Compiler& m_compiler;
   WorkerPool& m_pool;
   worker::WorkerSet& m_workers;
+  const Authenticator& m_auth;
   const ServiceLimits m_limits;
   ServiceCounters m_counters;
   CallTracker m_calls;

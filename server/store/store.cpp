@@ -243,6 +243,17 @@ Expected<Image> Store::get(Side side, const Key& key, const ImageRequest& which)
   return image;
 }
 
+Expected<bool> Store::remove(Side side, const Key& key) {
+  std::lock_guard lock(m_write_mutex);
+  std::string value;
+  rocksdb::Status s = m_db->Get(rocksdb::ReadOptions(), family(side), entry_key(key), &value);
+  if (s.IsNotFound()) return false;
+  if (!s.ok()) return storage_error("reading entry", s);
+  auto removed = remove_entry_locked(side, key);
+  if (!removed) return removed.error();
+  return true;
+}
+
 void Store::drop_corrupt_entry(Side side, const Key& key, const std::string& why) {
   spdlog::error("store: {} entry {} is corrupt ({}); removing it, the next compile rebuilds it", side_name(side),
                 key.hex(), why);

@@ -104,6 +104,9 @@ class Store {
   // The background thread calls it; it is public for tests and operators.
   Expected<std::uint64_t> evict(std::uint64_t target);
 
+  // Removes the entry whole; false when it was not there.
+  Expected<bool> remove(Side side, const Key& key);
+
   // Writes the access times noted since the last call (the background thread does so every
   // access_flush_interval).
   Expected<void> flush_access_times();

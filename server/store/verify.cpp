@@ -5,6 +5,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include <functional>
 #include <map>
 
 #include "store/records.hpp"
@@ -31,6 +32,13 @@ struct Gathered {
 
 Expected<VerifyReport> Store::verify(bool repair) {
   if (auto flushed = flush_access_times(); !flushed) return flushed.error();
+  // A repair holds the writers' lock throughout (compiles wait to store; hits go on), so what it
+  // removes and recounts is the live state. A check reads one snapshot, counters included.
+  std::unique_lock<std::mutex> writers;
+  if (repair) writers = std::unique_lock(m_write_mutex);
+  const rocksdb::Snapshot* snapshot = m_db->GetSnapshot();
+  std::unique_ptr<const rocksdb::Snapshot, std::function<void(const rocksdb::Snapshot*)>> release(
+      snapshot, [this](const rocksdb::Snapshot* s) { m_db->ReleaseSnapshot(s); });
   VerifyReport report;
   std::vector<std::pair<Side, Key>> bad;
 
@@ -80,13 +88,13 @@ Expected<VerifyReport> Store::verify(bool repair) {
         rocksdb::WriteBatch batch;
         batch.Put(m_meta, atime_key(side, key), encode_u64(when));
         batch.Put(m_meta, lru_key(when, side, key), "");
-        std::lock_guard lock(m_write_mutex);
         m_db->Write(rocksdb::WriteOptions(), &batch);
       }
     }
   };
 
   rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
   ro.fill_cache = false;       // one pass over everything: keep the block cache for serving
   ro.total_order_seek = true;  // across keys: the families' prefix bloom filters hold within one key only
   for (Side side : {Side::device, Side::host}) {
@@ -140,14 +148,17 @@ Expected<VerifyReport> Store::verify(bool repair) {
 
   // With bad entries the counters cannot be compared (what a bad entry held is unknown); a
   // repair recounts them.
-  report.counters_wrong =
-      bad.empty() && (report.entries != m_entries || report.images != m_images || report.bytes != m_bytes);
+  auto counter = [&](std::string_view name) {
+    std::string value;
+    return m_db->Get(ro, m_meta, name, &value).ok() ? decode_u64(value) : 0;
+  };
+  report.counters_wrong = bad.empty() && (report.entries != counter(k_entries_key) ||
+                                          report.images != counter(k_images_key) ||
+                                          report.bytes != counter(k_bytes_key));
   if (!repair) return report;
   for (const auto& [side, key] : bad) {
-    std::lock_guard lock(m_write_mutex);
     if (auto removed = remove_entry_locked(side, key); removed) ++report.removed;
   }
-  std::lock_guard lock(m_write_mutex);
   if (m_entries != report.entries || m_images != report.images || m_bytes != report.bytes) {
     report.counters_wrong = true;
     rocksdb::WriteBatch batch;

@@ -28,7 +28,16 @@ struct ClientOptions {
   // fetch_or_compile retries a call that finds the daemon UNAVAILABLE this many times in all,
   // backing off from 50 ms, doubling, up to 1 s between tries (about 4.5 s with 8 attempts).
   int max_attempts = 8;
+  // TLS: set tls to use it; tls_ca_file verifies the server (empty: the system's roots);
+  // tls_cert_file and tls_key_file present a client certificate (mutual TLS).
+  bool tls = false;
+  std::string tls_ca_file, tls_cert_file, tls_key_file;
+  std::string token;  // sent as "authorization: Bearer TOKEN" on every call when set
 };
+
+// The token for a client: the contents of `token_file` when given, else $KCACHE_TOKEN, else
+// empty (trailing whitespace trimmed). FAILED_PRECONDITION when the file cannot be read.
+Expected<std::string> resolve_token(const std::string& token_file);
 
 struct FetchedImage {
   v1::Image image;  // metadata, needs_jit
@@ -65,6 +74,11 @@ class Client {
   // Calls retried after UNAVAILABLE so far (for tests and diagnostics).
   std::uint64_t retries() const { return m_retries; }
   Expected<v1::Stats> stats();
+
+  // Admin calls (the admin role when the daemon checks tokens).
+  Expected<v1::VerifyResponse> verify(bool repair);
+  Expected<v1::EvictResponse> evict(const v1::EvictRequest& request);
+  Expected<v1::PurgeResponse> purge();
 
  private:
   std::unique_ptr<grpc::ClientContext> context() const;

@@ -16,6 +16,7 @@ enum class ErrorCode : int {
   k_invalid_argument = 3,
   k_deadline_exceeded = 4,
   k_not_found = 5,
+  k_permission_denied = 7,
   k_resource_exhausted = 8,
   k_failed_precondition = 9,
   k_aborted = 10,

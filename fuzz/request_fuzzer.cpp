@@ -1,0 +1,58 @@
+// libFuzzer target: the request decoder and validation, everything a Compile, Fetch or Lookup
+// goes through before any compile: protobuf decoding, the job spec (format inference,
+// canonicalisation), image planning, the key, key parsing and image selection. Any input must
+// end in a value or a clean Error, never a crash, a sanitizer report or an exception.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "kcache/key.hpp"
+#include "kcache/select.hpp"
+#include "wire/wire.hpp"
+
+namespace {
+
+constexpr std::string_view k_host_triple = "x86_64-unknown-linux-gnu";
+
+void compile_request(std::string_view bytes) {
+  kcache::v1::CompileRequest request;
+  if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return;
+  auto spec = kcache::wire::job_spec(request, k_host_triple);
+  if (!spec) return;
+  auto images = kcache::wire::image_requests(request, *spec);
+  if (!images) return;
+  kcache::Digest fingerprint{};
+  kcache::Key key = kcache::compute_key(*spec, request.module(), fingerprint);
+  // The client rebuilds a request from the spec; it must describe the same job.
+  kcache::v1::CompileRequest rebuilt;
+  kcache::wire::fill_request(*spec, rebuilt);
+  rebuilt.set_module(request.module());
+  auto again = kcache::wire::job_spec(rebuilt, k_host_triple);
+  if (!again || kcache::compute_key(*again, request.module(), fingerprint) != key) __builtin_trap();
+}
+
+void fetch_request(std::string_view bytes) {
+  kcache::v1::FetchRequest request;
+  if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return;
+  auto key = kcache::parse_key(request.key());
+  if (key) {
+    auto round_trip = kcache::parse_key(key->hex());
+    if (!round_trip || !(*round_trip == *key)) __builtin_trap();
+  }
+  // Selection over a fixed set of stored images, for whatever arch the request names.
+  std::vector<kcache::ImageRequest> stored = {{"sm_80", kcache::ImageKind::cubin},
+                                              {"sm_90a", kcache::ImageKind::cubin},
+                                              {"sm_75", kcache::ImageKind::ptx},
+                                              {"x86_64", kcache::ImageKind::object}};
+  (void)kcache::select_for_side(kcache::wire::from_proto(request.side()), stored, request.arch(),
+                                kcache::wire::from_proto(request.kind()));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  compile_request(bytes);
+  fetch_request(bytes);
+  return 0;
+}

@@ -1,0 +1,222 @@
+// TLS, mutual TLS and bearer tokens with roles, against a real kcached. Certificates are made
+// at test time with the openssl command.
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include "daemon_fixture.hpp"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace kcache::test {
+namespace {
+
+const char* const k_openssl = "/usr/bin/openssl";
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate, plus a second CA that
+// signed nothing kcached trusts.
+struct Certificates {
+  std::filesystem::path dir;
+  std::filesystem::path path(const std::string& name) const { return dir / name; }
+
+  static void openssl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {k_openssl};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CommandResult r = run_program(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void make_ca(const std::string& name) const {
+    openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+             path(name + ".key"), "-out", path(name + ".pem"), "-days", "2", "-subj", "/CN=" + name});
+  }
+  void make_leaf(const std::string& name, const std::string& ca, const std::string& extensions) const {
+    write_file(path(name + ".ext"), extensions);
+    openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+             path(name + ".key"), "-out", path(name + ".csr"), "-subj", "/CN=" + name});
+    openssl({"x509", "-req", "-in", path(name + ".csr"), "-CA", path(ca + ".pem"), "-CAkey", path(ca + ".key"),
+             "-CAcreateserial", "-out", path(name + ".pem"), "-days", "2", "-extfile", path(name + ".ext")});
+  }
+  void make() const {
+    make_ca("ca");
+    make_ca("other-ca");
+    make_leaf("server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n");
+    make_leaf("client", "ca", "extendedKeyUsage=clientAuth\n");
+    make_leaf("stranger", "other-ca", "extendedKeyUsage=clientAuth\n");
+  }
+};
+
+class Tls : public DaemonTest {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(k_openssl)) GTEST_SKIP() << "no openssl command to make test certificates";
+    m_certs.dir = m_dir.path() / "certs";
+    std::filesystem::create_directories(m_certs.dir);
+    ASSERT_NO_FATAL_FAILURE(m_certs.make());
+    DaemonTest::SetUp();
+  }
+  std::vector<std::string> daemon_args() const override {
+    return {"--tls-cert", m_certs.path("server.pem"), "--tls-key", m_certs.path("server.key")};
+  }
+  // A client with TLS, trusting `ca`, presenting `cert` (none when empty).
+  Client client(const std::string& ca, const std::string& cert = "") const {
+    ClientOptions o{m_daemon->address(), std::chrono::seconds(20)};
+    o.tls = true;
+    o.tls_ca_file = m_certs.path(ca + ".pem");
+    if (!cert.empty()) {
+      o.tls_cert_file = m_certs.path(cert + ".pem");
+      o.tls_key_file = m_certs.path(cert + ".key");
+    }
+    return Client(o);
+  }
+  Certificates m_certs;
+};
+
+TEST_F(Tls, AClientTrustingTheCaCompilesAndAPlaintextOrUntrustingOneCannot) {
+  Client trusted = client("ca");
+  auto compiled = trusted.compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  auto plain = m_client->capabilities();  // the fixture's client speaks plaintext
+  ASSERT_FALSE(plain);
+  EXPECT_EQ(plain.error().code, ErrorCode::k_unavailable);
+  auto untrusting = client("other-ca").capabilities();
+  ASSERT_FALSE(untrusting);
+  EXPECT_EQ(untrusting.error().code, ErrorCode::k_unavailable);
+
+  CommandResult cli = run_cli({"--tls-ca", m_certs.path("ca.pem"), "stats"}, m_daemon->address());
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+}
+
+class MutualTls : public Tls {
+ protected:
+  std::vector<std::string> daemon_args() const override {
+    auto args = Tls::daemon_args();
+    args.insert(args.end(), {"--tls-client-ca", m_certs.path("ca.pem")});
+    return args;
+  }
+};
+
+TEST_F(MutualTls, OnlyAClientCertificateFromTheClientCaGetsIn) {
+  auto with_cert = client("ca", "client").capabilities();
+  ASSERT_TRUE(with_cert) << with_cert.error().message;
+  auto without = client("ca").capabilities();
+  ASSERT_FALSE(without);
+  EXPECT_EQ(without.error().code, ErrorCode::k_unavailable);
+  auto stranger = client("ca", "stranger").capabilities();
+  ASSERT_FALSE(stranger);
+  EXPECT_EQ(stranger.error().code, ErrorCode::k_unavailable);
+}
+
+class Tokens : public DaemonTest {
+ protected:
+  static constexpr const char* k_read = "read-token-0123456789abcdef";
+  static constexpr const char* k_compile = "compile-token-0123456789abcdef";
+  static constexpr const char* k_admin = "admin-token-0123456789abcdef";
+
+  void SetUp() override {
+    write_file(m_dir.path() / "tokens",
+               std::string("# name role token\nreader read ") + k_read + "\nbuilder compile " + k_compile +
+                   "\nops admin " + k_admin + "\n");
+    DaemonTest::SetUp();
+  }
+  std::vector<std::string> daemon_args() const override {
+    return {"--tokens-file", (m_dir.path() / "tokens").string()};
+  }
+  Client as(const std::string& token) const {
+    ClientOptions o{m_daemon->address(), std::chrono::seconds(60)};
+    o.token = token;
+    return Client(o);
+  }
+};
+
+// Every call a role may make works; the rest are PERMISSION_DENIED, or UNAUTHENTICATED without
+// a known token. Health needs no token.
+TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
+  const v1::CompileRequest saxpy = device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"});
+  auto seeded = as(k_admin).compile(saxpy);
+  ASSERT_TRUE(seeded) << seeded.error().message;
+  const std::string key = seeded->key();
+
+  using Call = std::function<Expected<void>(Client&)>;
+  auto status = [](auto r) -> Expected<void> {
+    if (!r) return r.error();
+    return {};
+  };
+  const std::vector<std::pair<std::string, Call>> calls = {
+      {"GetCapabilities", [&](Client& c) { return status(c.capabilities(true)); }},
+      {"GetStats", [&](Client& c) { return status(c.stats()); }},
+      {"Lookup",
+       [&](Client& c) {
+         v1::LookupRequest r;
+         r.add_keys(key);
+         return status(c.lookup(r));
+       }},
+      {"Fetch",
+       [&](Client& c) {
+         v1::FetchRequest r;
+         r.set_key(key);
+         r.set_arch("sm_80");
+         return status(c.fetch(r));
+       }},
+      {"Compile", [&](Client& c) { return status(c.compile(saxpy)); }},
+      {"Verify", [&](Client& c) { return status(c.verify(false)); }},
+      {"Evict",
+       [&](Client& c) {
+         v1::EvictRequest r;
+         r.set_target_bytes(1ULL << 40);
+         return status(c.evict(r));
+       }},
+  };
+  const std::map<std::string, int> needs = {{"GetCapabilities", 1}, {"GetStats", 1}, {"Lookup", 1}, {"Fetch", 1},
+                                            {"Compile", 2},         {"Verify", 3},   {"Evict", 3}};
+  const std::vector<std::pair<std::string, int>> tokens = {
+      {"", 0}, {"not-a-known-token-at-all", 0}, {k_read, 1}, {k_compile, 2}, {k_admin, 3}};
+  for (const auto& [token, level] : tokens) {
+    Client c = as(token);
+    for (const auto& [name, call] : calls) {
+      auto r = call(c);
+      std::string who = "token '" + token + "' calling " + name;
+      if (level >= needs.at(name)) {
+        EXPECT_TRUE(r) << who << ": " << r.error().message;
+      } else {
+        ASSERT_FALSE(r) << who << " was allowed";
+        EXPECT_EQ(r.error().code, level == 0 ? ErrorCode::k_unauthenticated : ErrorCode::k_permission_denied)
+            << who << ": " << r.error().message;
+      }
+    }
+  }
+  // Purge last: it empties the store.
+  EXPECT_EQ(as(k_compile).purge().error().code, ErrorCode::k_permission_denied);
+  auto purged = as(k_admin).purge();
+  ASSERT_TRUE(purged) << purged.error().message;
+  EXPECT_EQ(purged->evicted(), 1u);
+
+  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
+  grpc::health::v1::HealthCheckResponse health;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(grpc::health::v1::Health::NewStub(channel)->Check(&ctx, {}, &health).ok());
+  EXPECT_EQ(health.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  // Denials are logged with the client's name, never with a token.
+  std::string log = read_file(m_dir.path() / "kcached.log");
+  EXPECT_NE(log.find("denied Compile to client 'reader'"), std::string::npos);
+  for (const char* secret : {k_read, k_compile, k_admin}) EXPECT_EQ(log.find(secret), std::string::npos) << secret;
+
+  // The CLI: the token from a file, exit 6 without one.
+  write_file(m_dir.path() / "admin.token", std::string(k_admin) + "\n");
+  CommandResult ok = run_cli({"--token-file", (m_dir.path() / "admin.token").string(), "verify"}, m_daemon->address());
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  CommandResult denied = run_cli({"stats"}, m_daemon->address());
+  EXPECT_EQ(denied.exit_code, 6) << denied.err;
+}
+
+TEST(Listen, ANonLoopbackAddressNeedsTlsOrAnExplicitPlaintext) {
+  TempDir dir;
+  CommandResult refused = run_program({KCACHE_DAEMON_PATH, "--listen", "0.0.0.0:0", "--db", (dir.path() / "db").string()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("without TLS"), std::string::npos) << refused.err;
+  auto daemon = DaemonProcess::start(dir.path() / "db", dir.path() / "kcached.log", {"--plaintext"}, "0.0.0.0:0");
+  EXPECT_NE(read_file(dir.path() / "kcached.log").find("in plaintext (--plaintext)"), std::string::npos);
+  EXPECT_EQ(daemon->stop(), 0);
+}
+
+}  // namespace
+}  // namespace kcache::test
