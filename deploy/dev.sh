@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's quick start. `deploy/dev.sh serve` installs what is missing, builds, and runs
 # kcached on localhost with its RocksDB under ./var/kcache; `deploy/dev.sh test` installs, builds
-# and runs the whole test suite through ctest.
+# and runs the whole test suite through ctest, then builds again with clang under
+# AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/) and runs the unit, integration
+# and fuzz tests there (KCACHE_SANITIZERS=0 skips that second pass).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -25,9 +27,17 @@ case "${1:-}" in
   test)
     shift
     setup
-    cd "$build_dir"
     # --output-on-failure shows a failing test's log; ctest prints the pass/fail summary last.
-    exec ctest --output-on-failure -j"$(nproc)" "$@"
+    status=0
+    (cd "$build_dir" && ctest --output-on-failure -j"$(nproc)" "$@") || status=$?
+    if [ "${KCACHE_SANITIZERS:-1}" != 0 ]; then
+      echo "== the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the fuzzers =="
+      CC=clang-22 CXX=clang++-22 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DKCACHE_SANITIZE=ON -DKCACHE_FUZZ=ON -DKCACHE_BENCH=OFF >/dev/null
+      cmake --build build-asan
+      (cd build-asan && ctest --output-on-failure -j"$(nproc)" -L 'unit|integration|fuzz' "$@") || status=$?
+    fi
+    exit "$status"
     ;;
   *)
     echo "usage: deploy/dev.sh serve [kcached flags...] | test [ctest flags...]" >&2

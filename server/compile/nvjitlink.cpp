@@ -30,7 +30,9 @@ struct NvJitLink::Api {
 
 std::shared_ptr<const NvJitLink> NvJitLink::open(const std::filesystem::path& cuda_root) {
   std::filesystem::path path = cuda_root / "lib64" / "libnvJitLink.so";
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: the library stays mapped after dlclose. It carries its own static C++ runtime,
+  // whose allocations would otherwise outlive their code (and read as leaks to LeakSanitizer).
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (library == nullptr) return nullptr;
   std::shared_ptr<NvJitLink> self(new NvJitLink());
   self->m_library = library;

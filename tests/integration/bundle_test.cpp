@@ -43,7 +43,7 @@ TEST_F(Bundles, PrecompileTwentyModulesThenServeWithoutADaemon) {
     json f = json::parse(fetched.out)["images"][0];
     EXPECT_EQ(f["arch"], "sm_80");  // sm_86 runs sm_80 code
     EXPECT_EQ(f["kind"], cubin ? "cubin" : "ptx");
-    EXPECT_EQ(sha256_hex(read_file(file)), f["sha256"]);
+    EXPECT_EQ(sha256_hex(read_file(file)), f["sha256"].get<std::string>());
   }
 
   // The C API serves from the bundle too.

@@ -34,7 +34,7 @@ TEST_F(Cli, CompileWritesOneFilePerImageAndReportsMissThenHit) {
     EXPECT_EQ(path, (out / (image["arch"].get<std::string>() + ".ptx")).string());
     std::string bytes = read_file(path);
     EXPECT_EQ(bytes.size(), image["size"].get<std::size_t>());
-    EXPECT_EQ(sha256_hex(bytes), image["sha256"]);
+    EXPECT_EQ(sha256_hex(bytes), image["sha256"].get<std::string>());
     EXPECT_EQ(image["kind"], "ptx");
   }
   auto second = run_cli(args, m_daemon->address());
@@ -65,7 +65,7 @@ TEST_F(Cli, KeyFetchLookupAndStatsAgree) {
   EXPECT_EQ(f["outcome"], "hit");
   EXPECT_EQ(f["images"][0]["arch"], "sm_80");
   EXPECT_EQ(f["images"][0]["needs_jit"], true);
-  EXPECT_EQ(sha256_hex(read_file(file)), f["images"][0]["sha256"]);
+  EXPECT_EQ(sha256_hex(read_file(file)), f["images"][0]["sha256"].get<std::string>());
 
   auto lookup = run_cli({"--json", "lookup", k}, m_daemon->address());
   EXPECT_EQ(lookup.exit_code, 0);
