@@ -20,6 +20,9 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(GTest REQUIRED)
 find_package(Threads REQUIRED)
+# cpp-httplib serves /metrics; Debian ships it as a compiled library with a pkg-config file.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
 # The CUDA toolkit is optional: kcached finds ptxas at run time; the build only records a default.
 set(KCACHE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root searched at run time by default")

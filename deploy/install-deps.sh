@@ -11,7 +11,7 @@ packages=(
   librocksdb-dev libspdlog-dev libfmt-dev libssl-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-yaml systemd
-  libclang-rt-22-dev openssl
+  libclang-rt-22-dev openssl libcpp-httplib-dev
 )
 
 missing=()

@@ -68,6 +68,8 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "Bearer tokens, one 'NAME ROLE TOKEN' line each (roles: read, compile, admin); absent: no "
                  "authentication")
       ->check(CLI::ExistingFile);
+  app.add_option("--metrics-listen", c.metrics_listen,
+                 "HOST:PORT to serve Prometheus metrics on, over plain HTTP without authentication (GET /metrics)");
   app.add_flag("--verify", c.verify,
                "Check every entry of the database at --db (decoding, payloads, SHA-256, host image check, counters), "
                "print what is wrong and exit: 0 all good, 1 problems found. The daemon must be stopped");

@@ -13,6 +13,7 @@
 
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
+#include "metrics.hpp"
 #include "service/auth.hpp"
 #include "service/service.hpp"
 #include "store/store.hpp"
@@ -75,6 +76,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::unique_ptr<Daemon> d(new Daemon());
   auto credentials = server_credentials(config);
   if (!credentials) return credentials.error();
+  d->m_metrics = std::make_unique<Metrics>();
   d->m_auth = std::make_unique<Authenticator>();
   if (!config.tokens_file.empty()) {
     auto auth = Authenticator::load(config.tokens_file);
@@ -116,7 +118,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   limits.max_store_bytes = config.max_size;
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
   d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, *d->m_auth,
-                                                 limits);
+                                                 *d->m_metrics, limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -124,10 +126,20 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   builder.AddListeningPort(config.listen, *credentials, &d->m_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX)));
   builder.RegisterService(d->m_service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(d->m_metrics->interceptor_factory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   d->m_server = builder.BuildAndStart();
   if (!d->m_server || d->m_port == 0) {
     return make_error(ErrorCode::k_unavailable,
                       "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
+  }
+  if (!config.metrics_listen.empty()) {
+    auto metrics = MetricsServer::start(config.metrics_listen, [service = d->m_service.get()] { return service->snapshot(); });
+    if (!metrics) return metrics.error();
+    d->m_metrics_server = std::move(*metrics);
+    spdlog::info("metrics: http://{}:{}/metrics", config.metrics_listen.substr(0, config.metrics_listen.rfind(':')),
+                 d->m_metrics_server->port());
   }
   spdlog::info("{}, {}", config.tls_cert.empty() ? "plaintext" : config.tls_client_ca.empty() ? "TLS" : "mutual TLS",
                d->m_auth->enabled() ? std::to_string(d->m_auth->clients()) + " token clients" : "no authentication");
@@ -143,6 +155,7 @@ Daemon::~Daemon() { shutdown(); }
 void Daemon::shutdown() {
   if (m_stopped) return;
   m_stopped = true;
+  m_metrics_server.reset();
   if (m_server) {
     if (auto* health = m_server->GetHealthCheckService()) health->Shutdown();  // NOT_SERVING from now on
     // Our own drain waits for the calls in progress (compiles may take long). gRPC's Shutdown

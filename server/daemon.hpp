@@ -19,6 +19,8 @@ class Compiler;
 class WorkerPool;
 class KCacheService;
 class Authenticator;
+class Metrics;
+class MetricsServer;
 namespace worker {
 class WorkerSet;
 }
@@ -44,6 +46,8 @@ class Daemon {
   std::unique_ptr<worker::WorkerSet> m_workers;
   std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone
   std::unique_ptr<Authenticator> m_auth;
+  std::unique_ptr<Metrics> m_metrics;
+  std::unique_ptr<MetricsServer> m_metrics_server;
   std::unique_ptr<KCacheService> m_service;
   std::unique_ptr<grpc::Server> m_server;
   int m_port = 0;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -312,14 +313,43 @@ int run_stats(kcache::Client& client, const GlobalFlags& g) {
   const google::protobuf::Descriptor* d = s->GetDescriptor();
   const google::protobuf::Reflection* r = s->GetReflection();
   json j = json::object();
-  for (int i = 0; i < d->field_count(); ++i) j[d->field(i)->name()] = r->GetUInt64(*s, d->field(i));
+  std::vector<std::pair<std::string, std::uint64_t>> counters;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated() || f->type() != google::protobuf::FieldDescriptor::TYPE_UINT64) continue;
+    counters.emplace_back(f->name(), r->GetUInt64(*s, f));
+    j[f->name()] = counters.back().second;
+  }
+  json requests = json::array();
+  for (const auto& rc : s->requests()) {
+    requests.push_back({{"service", rc.service()}, {"method", rc.method()}, {"code", rc.code()}, {"count", rc.count()}});
+  }
+  json buckets = json::array();
+  std::uint64_t compiles = 0;
+  for (const auto& b : s->compile_seconds()) {
+    buckets.push_back({{"le", std::isinf(b.le()) ? json("+Inf") : json(b.le())}, {"count", b.count()}});
+    compiles = b.count();
+  }
+  j["requests"] = requests;
+  j["compile_seconds"] = buckets;
+  j["compile_seconds_sum"] = s->compile_seconds_sum();
   if (g.json) {
     std::cout << j.dump() << '\n';
     return k_exit_ok;
   }
-  for (int i = 0; i < d->field_count(); ++i) {
-    std::printf("%-16s %llu\n", d->field(i)->name().c_str(),
-                static_cast<unsigned long long>(r->GetUInt64(*s, d->field(i))));
+  for (const auto& [name, value] : counters) std::printf("%-16s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
+  std::printf("\nrequests (method, status, count):\n");
+  for (const auto& rc : s->requests()) {
+    std::printf("  %-16s %-20s %llu\n", rc.method().c_str(), rc.code().c_str(),
+                static_cast<unsigned long long>(rc.count()));
+  }
+  if (compiles > 0) {
+    std::printf("\ncompile time: %llu compiles, %.3f s on average; share within each bound:\n",
+                static_cast<unsigned long long>(compiles), s->compile_seconds_sum() / static_cast<double>(compiles));
+    for (const auto& b : s->compile_seconds()) {
+      std::string bound = std::isinf(b.le()) ? "+Inf" : std::to_string(b.le()).substr(0, 5) + " s";
+      std::printf("  <= %-8s %5.1f%%\n", bound.c_str(), 100.0 * static_cast<double>(b.count()) / static_cast<double>(compiles));
+    }
   }
   return k_exit_ok;
 }

@@ -111,7 +111,9 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
       pending->done.set_value(std::move(output));
     };
     auto queued = m_pool.submit([this, pending, key, finish] {
+      auto started = Clock::now();
       auto output = m_workers.compile(pending->job, key);
+      m_metrics.observe_compile(std::chrono::duration<double>(Clock::now() - started).count());
       if (output) {
         m_counters.compiles += output->images.size();
         EntryRecord record{pending->job.spec.format, pending->job.spec.target,
@@ -339,9 +341,9 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const 
   return grpc::Status::OK;
 }
 
-grpc::Status KCacheService::GetStats(grpc::ServerContext* context, const v1::GetStatsRequest*, v1::Stats* response) {
-  auto call = admit(*context, Role::read, "GetStats");
-  if (!call) return wire::to_status(call.error());
+v1::Stats KCacheService::snapshot() const {
+  v1::Stats stats;
+  v1::Stats* response = &stats;
   StoreStats s = m_store.stats();
   response->set_hits(m_counters.hits);
   response->set_misses(m_counters.misses);
@@ -360,6 +362,14 @@ grpc::Status KCacheService::GetStats(grpc::ServerContext* context, const v1::Get
   response->set_running_jobs(m_pool.running());
   response->set_worker_restarts(m_workers.restarts());
   response->set_worker_crashes(m_workers.crashes());
+  m_metrics.fill(stats);
+  return stats;
+}
+
+grpc::Status KCacheService::GetStats(grpc::ServerContext* context, const v1::GetStatsRequest*, v1::Stats* response) {
+  auto call = admit(*context, Role::read, "GetStats");
+  if (!call) return wire::to_status(call.error());
+  *response = snapshot();
   return grpc::Status::OK;
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "compile/compiler.hpp"
+#include "metrics.hpp"
 #include "service/auth.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 #include "store/store.hpp"
@@ -72,8 +73,17 @@ class KCacheService final : public v1::KCache::Service {
   // per `pool` thread.
   // `auth` decides who may call what (open when it has no tokens).
   KCacheService(Store& store, const Compiler& compiler, WorkerPool& pool, worker::WorkerSet& workers,
-                const Authenticator& auth, ServiceLimits limits)
-      : m_store(store), m_compiler(compiler), m_pool(pool), m_workers(workers), m_auth(auth), m_limits(limits) {}
+                const Authenticator& auth, Metrics& metrics, ServiceLimits limits)
+      : m_store(store),
+        m_compiler(compiler),
+        m_pool(pool),
+        m_workers(workers),
+        m_auth(auth),
+        m_metrics(metrics),
+        m_limits(limits) {}
+
+  // Every counter: what GetStats answers and /metrics shows.
+  v1::Stats snapshot() const;
 
   grpc::Status Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
                        v1::CompileResponse* response) override;
@@ -115,6 +125,7 @@ class KCacheService final : public v1::KCache::Service {
   WorkerPool& m_pool;
   worker::WorkerSet& m_workers;
   const Authenticator& m_auth;
+  Metrics& m_metrics;
   const ServiceLimits m_limits;
   ServiceCounters m_counters;
   CallTracker m_calls;

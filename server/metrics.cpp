@@ -1,0 +1,188 @@
+#include "metrics.hpp"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace kcache::server {
+namespace {
+
+const char* status_name(int code) {
+  static constexpr const char* k_names[] = {"OK",
+                                            "CANCELLED",
+                                            "UNKNOWN",
+                                            "INVALID_ARGUMENT",
+                                            "DEADLINE_EXCEEDED",
+                                            "NOT_FOUND",
+                                            "ALREADY_EXISTS",
+                                            "PERMISSION_DENIED",
+                                            "RESOURCE_EXHAUSTED",
+                                            "FAILED_PRECONDITION",
+                                            "ABORTED",
+                                            "OUT_OF_RANGE",
+                                            "UNIMPLEMENTED",
+                                            "INTERNAL",
+                                            "UNAVAILABLE",
+                                            "DATA_LOSS",
+                                            "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? k_names[code] : "UNKNOWN";
+}
+
+class CountingInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  CountingInterceptor(Metrics& metrics, std::string service, std::string method)
+      : m_metrics(metrics), m_service(std::move(service)), m_method(std::move(method)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      m_metrics.count_request(m_service, m_method, methods->GetSendStatus().error_code());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics& m_metrics;
+  std::string m_service, m_method;
+};
+
+class CountingFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit CountingFactory(Metrics& metrics) : m_metrics(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    std::string full = info->method() ? info->method() : "";  // "/kcache.v1.KCache/Compile"
+    auto slash = full.rfind('/');
+    std::string service = slash == std::string::npos || slash == 0 ? "" : full.substr(1, slash - 1);
+    return new CountingInterceptor(m_metrics, service, full.substr(slash == std::string::npos ? 0 : slash + 1));
+  }
+
+ private:
+  Metrics& m_metrics;
+};
+
+// Label values escape backslash, quote and newline.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Stats fields that are levels, not running totals.
+bool is_gauge(const std::string& field) {
+  return field == "entries" || field == "bytes" || field == "images" || field == "queued_jobs" ||
+         field == "running_jobs" || field == "max_bytes";
+}
+
+}  // namespace
+
+void Metrics::count_request(const std::string& service, const std::string& method, int code) {
+  std::lock_guard lock(m_mutex);
+  ++m_requests[{service, method, code}];
+}
+
+void Metrics::observe_compile(double seconds) {
+  std::size_t bucket = 0;
+  while (bucket < k_compile_buckets.size() && seconds > k_compile_buckets[bucket]) ++bucket;
+  std::lock_guard lock(m_mutex);
+  ++m_buckets[bucket];
+  m_compile_seconds += seconds;
+  ++m_compiles;
+}
+
+void Metrics::fill(v1::Stats& stats) const {
+  std::lock_guard lock(m_mutex);
+  for (const auto& [id, count] : m_requests) {
+    v1::RequestCount* r = stats.add_requests();
+    r->set_service(std::get<0>(id));
+    r->set_method(std::get<1>(id));
+    r->set_code(status_name(std::get<2>(id)));
+    r->set_count(count);
+  }
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < m_buckets.size(); ++i) {
+    cumulative += m_buckets[i];
+    v1::HistogramBucket* b = stats.add_compile_seconds();
+    b->set_le(i < k_compile_buckets.size() ? k_compile_buckets[i] : INFINITY);
+    b->set_count(cumulative);
+  }
+  stats.set_compile_seconds_sum(m_compile_seconds);
+}
+
+std::string Metrics::render(const v1::Stats& stats) {
+  std::ostringstream out;
+  out.precision(17);
+  const google::protobuf::Descriptor* d = stats.GetDescriptor();
+  const google::protobuf::Reflection* r = stats.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->type() != google::protobuf::FieldDescriptor::TYPE_UINT64 || f->is_repeated()) continue;
+    bool gauge = is_gauge(f->name());
+    std::string name = "kcache_" + f->name() + (gauge ? "" : "_total");
+    out << "# HELP " << name << " kcache.v1.Stats." << f->name() << "\n";
+    out << "# TYPE " << name << (gauge ? " gauge\n" : " counter\n");
+    out << name << ' ' << r->GetUInt64(stats, f) << "\n";
+  }
+  out << "# HELP kcache_requests_total gRPC calls by service, method and final status\n"
+      << "# TYPE kcache_requests_total counter\n";
+  for (const v1::RequestCount& rc : stats.requests()) {
+    out << "kcache_requests_total{service=\"" << label(rc.service()) << "\",method=\"" << label(rc.method())
+        << "\",code=\"" << rc.code() << "\"} " << rc.count() << "\n";
+  }
+  out << "# HELP kcache_compile_duration_seconds Compile time on a worker\n"
+      << "# TYPE kcache_compile_duration_seconds histogram\n";
+  std::uint64_t count = 0;
+  for (const v1::HistogramBucket& b : stats.compile_seconds()) {
+    out << "kcache_compile_duration_seconds_bucket{le=\"";
+    if (std::isinf(b.le())) out << "+Inf";
+    else out << b.le();
+    out << "\"} " << b.count() << "\n";
+    count = b.count();
+  }
+  out << "kcache_compile_duration_seconds_sum " << stats.compile_seconds_sum() << "\n"
+      << "kcache_compile_duration_seconds_count " << count << "\n";
+  return out.str();
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Metrics::interceptor_factory() {
+  return std::make_unique<CountingFactory>(*this);
+}
+
+Expected<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
+                                                              std::function<v1::Stats()> stats) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    return make_error(ErrorCode::k_invalid_argument, "--metrics-listen '" + listen + "' is not HOST:PORT");
+  }
+  std::string host = listen.substr(0, colon);
+  int port = 0;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+    return make_error(ErrorCode::k_invalid_argument, "--metrics-listen '" + listen + "' is not HOST:PORT");
+  }
+  std::unique_ptr<MetricsServer> m(new MetricsServer());
+  m->m_server = std::make_unique<httplib::Server>();
+  m->m_server->Get("/metrics", [stats](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Metrics::render(stats()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  m->m_port = port == 0 ? m->m_server->bind_to_any_port(host) : (m->m_server->bind_to_port(host, port) ? port : -1);
+  if (m->m_port <= 0) {
+    return make_error(ErrorCode::k_unavailable, "cannot listen for metrics on " + listen);
+  }
+  m->m_thread = std::thread([server = m->m_server.get()] { server->listen_after_bind(); });
+  return m;
+}
+
+MetricsServer::~MetricsServer() {
+  if (m_server) m_server->stop();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+}  // namespace kcache::server

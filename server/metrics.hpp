@@ -1,0 +1,70 @@
+// Metrics: request counts by method and status (counted by a gRPC server interceptor, so every
+// call is seen, refused ones included), a compile-latency histogram, and a Prometheus text
+// endpoint over plain HTTP (--metrics-listen) that adds the daemon's Stats. Debian 12 packages no
+// C++ Prometheus client, so the text format (version 0.0.4) is written here; cpp-httplib serves it.
+#pragma once
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "kcache/expected.hpp"
+#include "kcache/v1/kcache.pb.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace kcache::server {
+
+class Metrics {
+ public:
+  // Upper bounds (seconds) of the compile-latency buckets; +Inf is implied.
+  static constexpr std::array<double, 12> k_compile_buckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                              0.5,   1,    2.5,   5,    10,  60};
+
+  void count_request(const std::string& service, const std::string& method, int code);
+  void observe_compile(double seconds);
+
+  // Fills the request counts and the histogram into `stats` (kcache stats shows them).
+  void fill(v1::Stats& stats) const;
+
+  // The Prometheus text exposition of `stats` (as filled by the service and fill()).
+  static std::string render(const v1::Stats& stats);
+
+  // Counts every call's final status; install with ServerBuilder::experimental().
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> interceptor_factory();
+
+ private:
+  mutable std::mutex m_mutex;  // guards the maps and the histogram
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> m_requests;  // service, method, code
+  std::array<std::uint64_t, k_compile_buckets.size() + 1> m_buckets{};           // not cumulative
+  double m_compile_seconds = 0;
+  std::uint64_t m_compiles = 0;
+};
+
+// GET /metrics over HTTP/1.1 on its own thread.
+class MetricsServer {
+ public:
+  // Binds HOST:PORT (port 0: a free one); `stats` is called for every scrape.
+  static Expected<std::unique_ptr<MetricsServer>> start(const std::string& listen, std::function<v1::Stats()> stats);
+  ~MetricsServer();
+  int port() const { return m_port; }
+
+ private:
+  MetricsServer() = default;
+  std::unique_ptr<httplib::Server> m_server;
+  std::thread m_thread;
+  int m_port = 0;
+};
+
+}  // namespace kcache::server

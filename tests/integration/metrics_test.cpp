@@ -1,0 +1,77 @@
+// The Prometheus endpoint (--metrics-listen): well-formed text exposition with request counts by
+// method and status, hits and misses, the compile-latency histogram, queue depth, bytes stored,
+// evictions and worker restarts; and `kcache stats` showing the same numbers.
+#include <httplib.h>
+
+#include <regex>
+#include <sstream>
+
+#include "daemon_fixture.hpp"
+
+namespace kcache::test {
+namespace {
+
+class Metrics : public DaemonTest {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--metrics-listen", "127.0.0.1:0"}; }
+
+  int metrics_port() const {
+    std::smatch m;
+    std::string log = read_file(m_dir.path() / "kcached.log");
+    static const std::regex k_line("metrics: http://127\\.0\\.0\\.1:([0-9]+)/metrics");
+    return std::regex_search(log, m, k_line) ? std::stoi(m[1]) : 0;
+  }
+
+  // name{labels} -> value, for every sample; fails the test on a line that is not well formed.
+  std::map<std::string, double> scrape() {
+    httplib::Client http("127.0.0.1", metrics_port());
+    auto res = http.Get("/metrics");
+    EXPECT_TRUE(res) << "no answer from the metrics endpoint";
+    if (!res) return {};
+    EXPECT_EQ(res->status, 200);
+    EXPECT_NE(res->get_header_value("Content-Type").find("text/plain; version=0.0.4"), std::string::npos);
+    static const std::regex k_sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})?) (\S+)$)");
+    static const std::regex k_comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
+    std::map<std::string, double> samples;
+    std::istringstream lines(res->body);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (std::regex_match(line, m, k_comment)) continue;
+      EXPECT_TRUE(std::regex_match(line, m, k_sample)) << "not a sample line: " << line;
+      if (m.size() > 4) samples[m[1]] = std::stod(m[4]);
+    }
+    return samples;
+  }
+};
+
+TEST_F(Metrics, TheEndpointCountsRequestsOutcomesAndCompileTimes) {
+  ASSERT_GT(metrics_port(), 0);
+  v1::CompileRequest saxpy = device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"});
+  ASSERT_TRUE(m_client->compile(saxpy));  // miss
+  ASSERT_TRUE(m_client->compile(saxpy));  // hit
+  ASSERT_FALSE(m_client->compile(device_request("not IR", {"sm_80"})));
+
+  auto m = scrape();
+  EXPECT_EQ(m["kcache_requests_total{service=\"kcache.v1.KCache\",method=\"Compile\",code=\"OK\"}"], 2);
+  EXPECT_EQ(m["kcache_requests_total{service=\"kcache.v1.KCache\",method=\"Compile\",code=\"INVALID_ARGUMENT\"}"], 1);
+  EXPECT_EQ(m["kcache_hits_total"], 1);
+  EXPECT_EQ(m["kcache_misses_total"], 1);
+  EXPECT_EQ(m["kcache_coalesced_total"], 0);
+  EXPECT_EQ(m["kcache_compile_duration_seconds_count"], 2);  // the good compile and the refused one
+  EXPECT_EQ(m["kcache_compile_duration_seconds_bucket{le=\"+Inf\"}"], 2);
+  EXPECT_GT(m["kcache_compile_duration_seconds_sum"], 0);
+  EXPECT_EQ(m.count("kcache_queued_jobs"), 1u);
+  EXPECT_GT(m["kcache_bytes"], 0);
+  EXPECT_EQ(m["kcache_entries"], 1);
+  EXPECT_EQ(m.count("kcache_evictions_total"), 1u);
+  EXPECT_EQ(m.count("kcache_worker_restarts_total"), 1u);
+
+  // kcache stats shows the same numbers.
+  CommandResult stats = run_cli({"stats"}, m_daemon->address());
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE(stats.out.find("Compile          INVALID_ARGUMENT     1"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("compile time: 2 compiles"), std::string::npos) << stats.out;
+}
+
+}  // namespace
+}  // namespace kcache::test
