@@ -1,7 +1,10 @@
 #include "compile/device_pipeline.hpp"
 
+#include <llvm/ADT/STLExtras.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/IR/CallingConv.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -164,7 +167,11 @@ Expected<void> check_undefined(const llvm::Module& m) {
   std::vector<std::string> undefined;
   for (const llvm::GlobalValue& gv : m.global_values()) {
     if (!gv.isDeclaration() || gv.use_empty() || llvm::isa<llvm::GlobalAlias>(gv)) continue;
-    if (const auto* f = llvm::dyn_cast<llvm::Function>(&gv); f != nullptr && f->isIntrinsic()) continue;
+    // A real intrinsic, not merely an llvm.* name: an unknown one would reach codegen as a call.
+    if (const auto* f = llvm::dyn_cast<llvm::Function>(&gv);
+        f != nullptr && f->getIntrinsicID() != llvm::Intrinsic::not_intrinsic) {
+      continue;
+    }
     if (rtlib::is_driver_provided(gv.getName())) continue;
     if (gv.getName() == "__nvvm_reflect") continue;  // libdevice's query, answered by the NVVMReflect pass
     if (llvm::isa<llvm::Function>(gv) && is_device_runtime_function(gv.getName())) continue;  // libcudadevrt
@@ -205,6 +212,22 @@ Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain
   llvm::internalizeModule(m, [&](const llvm::GlobalValue& gv) {
     return llvm::isa<llvm::GlobalVariable>(gv) || kernels.count(gv.getName().str()) > 0;
   });
+  // NVPTX renames internal symbols into PTX's identifier set but stops (a fatal error, found by
+  // fuzz/module_fuzzer) on a visible one outside it.
+  std::vector<std::string> bad;
+  for (const llvm::GlobalValue& gv : m.global_values()) {
+    if (gv.hasLocalLinkage() || (gv.isDeclaration() && gv.use_empty())) continue;
+    llvm::StringRef name = gv.getName();
+    if (name.starts_with("llvm.")) continue;  // intrinsics (unknown ones failed above) and llvm.used & co.
+    bool ok = !name.empty() && !llvm::isDigit(name.front()) && llvm::all_of(name, [](char c) {
+      return llvm::isAlnum(c) || c == '_' || c == '$';
+    });
+    if (!ok) bad.push_back("'" + llvm::Twine(name).str() + "'");
+  }
+  if (!bad.empty()) {
+    return invalid("kernel and device-variable names must be PTX identifiers (letters, digits, _ and $, not starting "
+                   "with a digit): " + join(bad, ", "));
+  }
   return {};
 }
 

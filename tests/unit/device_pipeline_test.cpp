@@ -98,6 +98,11 @@ TEST(DevicePipeline, ExplainsEachBadInput) {
       {"host triple", "target triple = \"x86_64-pc-linux-gnu\"\ndefine void @f() {\n  ret void\n}\n", "x86_64-pc-linux-gnu"},
       {"missing entry", "define void @f() {\n  ret void\n}\n", "entry point 'g' is not defined", InputFormat::llvm_text, {"g"}},
       {"entry returns a value", "define i32 @f() {\n  ret i32 0\n}\n", "returns a value", InputFormat::llvm_text, {"f"}},
+      // Found by fuzz/module_fuzzer: both used to stop LLVM with a fatal error.
+      {"unknown intrinsic", "declare i32 @llvm.nvvm.no.such.thing()\ndefine void @k() {\n  %x = call i32 @llvm.nvvm.no.such.thing()\n  ret void\n}\n",
+       "undefined symbols remain after linking rtlib and libdevice: llvm.nvvm.no.such.thing", InputFormat::llvm_text, {"k"}},
+      {"kernel name outside PTX's identifiers", "define void @\"k\\b0x\"() {\n  ret void\n}\n",
+       "must be PTX identifiers", InputFormat::llvm_text, {"k\xb0x"}},
   };
   for (const Case& c : cases) {
     CompileOptions options;
