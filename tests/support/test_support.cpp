@@ -166,24 +166,6 @@ std::string read_test_data(const std::string& name) {
   return data;
 }
 
-std::string slow_device_module(int kernels) {
-  std::string ir = "target triple = \"nvptx64-nvidia-cuda\"\n";
-  for (int k = 0; k < kernels; ++k) {
-    ir += "define ptx_kernel void @k" + std::to_string(k) + "(ptr addrspace(1) %p, float %a) {\n";
-    std::string prev = "%a";
-    for (int j = 0; j < 30; ++j) {
-      std::string n = std::to_string(j);
-      ir += "  %q" + n + " = getelementptr float, ptr addrspace(1) %p, i64 " + n + "\n";
-      ir += "  %v" + n + " = load float, ptr addrspace(1) %q" + n + "\n";
-      ir += "  %m" + n + " = fmul float %v" + n + ", " + prev + "\n";
-      ir += "  store float %m" + n + ", ptr addrspace(1) %q" + n + "\n";
-      prev = "%m" + n;
-    }
-    ir += "  ret void\n}\n";
-  }
-  return ir;
-}
-
 std::string to_bitcode(const std::string& text_ir) {
   llvm::LLVMContext ctx;
   llvm::SMDiagnostic diag;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "slow_module.hpp"  // slow_device_module
+
 namespace kcache::test {
 
 // A fresh folder under $TMPDIR; removed at the end unless keep() was called.
@@ -69,9 +71,6 @@ std::string read_test_data(const std::string& name);
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& data);
 
-// A device module of `kernels` kernels that takes LLVM a noticeable while (about 6 ms a kernel
-// here) to compile.
-std::string slow_device_module(int kernels);
 
 // LLVM bitcode of a text IR module (through LLVM itself).
 std::string to_bitcode(const std::string& text_ir);
