@@ -615,6 +615,7 @@ int main(int argc, char** argv) {
   auto* key = app.add_subcommand("key", "Print the key of a job (asks the daemon only for its fingerprint)");
   key_job.add_to(*key);
   auto* caps = app.add_subcommand("capabilities", "Show the daemon's toolchain and limits");
+  auto* health = app.add_subcommand("health", "gRPC health check (no token needed): exit 0 serving, 5 not");
 
   std::string manifest, bundle_out;
   std::vector<std::string> precompile_archs;
@@ -673,6 +674,13 @@ int main(int argc, char** argv) {
     if (*stats) return run_stats(client, g);
     if (*key) return run_key(client, g, key_job);
     if (*caps) return run_capabilities(client, g);
+    if (*health) {
+      auto ok = client.health();
+      if (!ok) fail(ok.error());
+      if (g.json) std::cout << json{{"status", "SERVING"}}.dump() << '\n';
+      else std::printf("SERVING\n");
+      return k_exit_ok;
+    }
     if (*precompile) return run_precompile(client, g, manifest, precompile_archs, bundle_out, precompile_jobs);
     if (*verify) return run_verify(client, g, repair);
     if (*evict) return run_evict(client, g, evict_keys, evict_side, evict_to);

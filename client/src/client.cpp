@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "kcache/sha256.hpp"
 #include "wire/wire.hpp"
 
@@ -62,9 +63,11 @@ void Client::reconnect() {
   grpc::ChannelArguments args;
   // A channel of its own (not gRPC's process-wide subchannel pool), so a reconnect starts afresh.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = v1::KCache::NewStub(grpc::CreateCustomChannel(m_options.server, channel_credentials(m_options), args));
+  auto channel = grpc::CreateCustomChannel(m_options.server, channel_credentials(m_options), args);
+  auto stub = v1::KCache::NewStub(channel);
   std::lock_guard lock(m_stub_mutex);
   m_stub = std::move(stub);
+  m_channel = std::move(channel);
 }
 
 std::shared_ptr<v1::KCache::Stub> Client::stub() const {
@@ -205,6 +208,24 @@ Expected<v1::Stats> Client::stats() {
   grpc::Status s = stub()->GetStats(context().get(), v1::GetStatsRequest(), &stats);
   if (!s.ok()) return error(s);
   return stats;
+}
+
+Expected<void> Client::health() {
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    std::lock_guard lock(m_stub_mutex);
+    channel = m_channel;
+  }
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status s = grpc::health::v1::Health::NewStub(channel)->Check(context().get(), {}, &response);
+  if (!s.ok()) return error(s);
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return make_error(ErrorCode::k_unavailable, "kcached at " + m_options.server + " is not serving (" +
+                                                    grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                                                        response.status()) +
+                                                    ")");
+  }
+  return {};
 }
 
 Expected<v1::VerifyResponse> Client::verify(bool repair) {

@@ -88,8 +88,9 @@ def check_container(source_dir, binaries):
         c.expect(user.isdigit(), f"USER {users[-1]}: use a numeric uid, so Kubernetes' runAsNonRoot can verify it")
     health = [a for i, a in final if i == "HEALTHCHECK"]
     if c.expect(health, "the final stage has no HEALTHCHECK"):
-        c.expect(not health[-1].upper().startswith("NONE") and re.search(r"\bkcache\b", health[-1]),
-                 f"HEALTHCHECK {health[-1]}: expected a kcache CLI call that fails when kcached does not answer")
+        c.expect(not health[-1].upper().startswith("NONE") and re.search(r"\bkcache\b.*\bhealth\b", health[-1]),
+                 f"HEALTHCHECK {health[-1]}: expected `kcache health` (the gRPC health service), which fails when "
+                 "kcached does not answer or is draining")
     copies = " ".join(a for i, a in final if i == "COPY")
     for program in ("server/kcached", "client/kcache"):
         c.expect(re.search(rf"--from=\S+ .*{program}\b", copies),

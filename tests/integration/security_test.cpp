@@ -206,6 +206,11 @@ TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   CommandResult denied = run_cli({"stats"}, m_daemon->address());
   EXPECT_EQ(denied.exit_code, 6) << denied.err;
+  CommandResult health_cli = run_cli({"health"}, m_daemon->address());  // the health service needs no token
+  EXPECT_EQ(health_cli.exit_code, 0) << health_cli.err;
+  EXPECT_EQ(health_cli.out, "SERVING\n");
+  CommandResult down = run_cli({"health"}, "127.0.0.1:1");
+  EXPECT_EQ(down.exit_code, 5) << down.err;
 }
 
 TEST(Listen, ANonLoopbackAddressNeedsTlsOrAnExplicitPlaintext) {

@@ -75,6 +75,10 @@ class Client {
   std::uint64_t retries() const { return m_retries; }
   Expected<v1::Stats> stats();
 
+  // The standard gRPC health check (grpc.health.v1; no token needed): OK when the daemon is
+  // SERVING, UNAVAILABLE when it is not (draining) or cannot be reached.
+  Expected<void> health();
+
   // Admin calls (the admin role when the daemon checks tokens).
   Expected<v1::VerifyResponse> verify(bool repair);
   Expected<v1::EvictResponse> evict(const v1::EvictRequest& request);
@@ -93,8 +97,9 @@ class Client {
 
   ClientOptions m_options;
   std::atomic<std::uint64_t> m_retries{0};
-  mutable std::mutex m_stub_mutex;  // guards m_stub, replaced by reconnect()
+  mutable std::mutex m_stub_mutex;  // guards m_stub and m_channel, replaced by reconnect()
   std::shared_ptr<v1::KCache::Stub> m_stub;
+  std::shared_ptr<grpc::Channel> m_channel;
   std::mutex m_capabilities_mutex;  // guards m_capabilities
   std::optional<v1::Capabilities> m_capabilities;
 };
