@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -269,11 +270,41 @@ std::vector<KernelInfo> ptx_entries(std::string_view ptx) {
   return out;
 }
 
+// The PTX ISA LLVM picks for `arch` when asked for none: the oldest that supports it. Read from
+// the `.version` of an empty module's PTX, so it always agrees with the LLVM linked in.
+Expected<int> min_ptx_version(const llvm::Triple& triple, const std::string& arch) {
+  static std::mutex mutex;
+  static std::map<std::string, int> known;
+  std::lock_guard lock(mutex);
+  if (auto it = known.find(arch); it != known.end()) return it->second;
+  auto tm = make_target_machine(triple, arch, "", std::nullopt, 0);
+  if (!tm) return tm.error();
+  llvm::LLVMContext context;
+  llvm::Module empty("empty", context);
+  empty.setTargetTriple(triple);
+  empty.setDataLayout((*tm)->createDataLayout());
+  auto ptx = emit(empty, **tm, llvm::CodeGenFileType::AssemblyFile, Diagnostics{}, arch);
+  if (!ptx) return ptx.error();
+  static const std::regex version(R"(\.version\s+([0-9]+)\.([0-9]))");
+  std::smatch m;
+  if (!std::regex_search(*ptx, m, version)) {
+    return make_error(ErrorCode::k_internal, "LLVM wrote no .version directive for " + arch);
+  }
+  return known[arch] = std::stoi(m[1]) * 10 + std::stoi(m[2]);
+}
+
 Expected<std::string> emit_ptx(const llvm::Module& source, const CompileJob& job, const std::string& arch,
                                int ptx_version, Diagnostics& diags) {
   std::unique_ptr<llvm::Module> m = llvm::CloneModule(source);
   llvm::Triple triple{llvm::StringRef(k_device_triple.data(), k_device_triple.size())};
   m->setTargetTriple(triple);
+  // A module's +ptxNN asks for "at least NN"; below the arch's minimum LLVM would stop with a
+  // fatal error (found by fuzz/module_fuzzer), so the arch's own minimum satisfies it.
+  if (ptx_version > 0) {
+    auto floor = min_ptx_version(triple, arch);
+    if (!floor) return floor.error();
+    if (ptx_version < *floor) ptx_version = 0;
+  }
   std::string features = ptx_version > 0 ? "+ptx" + std::to_string(ptx_version) : "";
   auto tm = make_target_machine(triple, arch, features, std::nullopt, job.spec.options.opt_level);
   if (!tm) return tm.error();

@@ -58,6 +58,22 @@ TEST(DevicePipeline, HonoursAnnotatedKernelsAndTheRequestedPtxVersion) {
   EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);  // the job's arch, not clang's sm_80
 }
 
+// Found by fuzz/module_fuzzer: a +ptx60 request for sm_80 (which needs PTX 7.0) used to stop
+// LLVM with a fatal error where no ptxas raised the version. "At least 6.0" is met by 7.0.
+TEST(DevicePipeline, APtxVersionBelowTheArchsMinimumGetsTheMinimum) {
+  static const Compiler no_cuda(detect_toolchain("/nonexistent/cuda"));
+  ASSERT_EQ(no_cuda.toolchain().max_ptx_version, 0);
+  std::string module = test::read_test_data("kernels/annotated.ll");
+  auto at = module.find("+ptx80");
+  ASSERT_NE(at, std::string::npos);
+  module.replace(at, 6, "+ptx60");
+  for (auto [arch, version] : {std::pair{"sm_80", ".version 7.0\n"}, {"sm_90", ".version 7.8\n"}, {"sm_70", ".version 6.0\n"}}) {
+    auto out = compile_device_job(module, {{arch, ImageKind::ptx}}, {}, InputFormat::llvm_text, no_cuda);
+    ASSERT_TRUE(out) << arch << ": " << out.error().message;
+    EXPECT_NE(out->images[0].data.find(version), std::string::npos) << arch << "\n" << out->images[0].data.substr(0, 200);
+  }
+}
+
 TEST(DevicePipeline, RequestedEntryPointsBecomeKernels) {
   const std::string module = "target triple = \"nvptx64-nvidia-cuda\"\n"
                              "define void @work(ptr %p) {\n  store i32 1, ptr %p\n  ret void\n}\n";
