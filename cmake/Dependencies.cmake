@@ -15,7 +15,7 @@ find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
-find_package(OpenSSL REQUIRED)
+# OpenSSL comes with gRPC and cpp-httplib (TLS); SHA-256 is Nettle (common/src/sha256.cpp).
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(GTest REQUIRED)
@@ -23,6 +23,7 @@ find_package(Threads REQUIRED)
 # cpp-httplib serves /metrics; Debian ships it as a compiled library with a pkg-config file.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET nettle)  # SHA-256 (common/src/sha256.cpp)
 
 # The CUDA toolkit is optional: kcached finds ptxas at run time; the build only records a default.
 set(KCACHE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root searched at run time by default")

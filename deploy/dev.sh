@@ -22,7 +22,8 @@ case "${1:-}" in
     shift
     setup
     mkdir -p var/kcache
-    exec "$build_dir/server/kcached" --listen "${KCACHE_LISTEN:-127.0.0.1:7878}" --db var/kcache "$@"
+    exec "$build_dir/server/kcached" --listen "${KCACHE_LISTEN:-127.0.0.1:7878}" \
+      --http-listen "${KCACHE_HTTP_LISTEN:-127.0.0.1:7879}" --db var/kcache "$@"
     ;;
   test)
     shift

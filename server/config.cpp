@@ -68,6 +68,9 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "Bearer tokens, one 'NAME ROLE TOKEN' line each (roles: read, compile, admin); absent: no "
                  "authentication")
       ->check(CLI::ExistingFile);
+  app.add_option("--http-listen", c.http_listen,
+                 "HOST:PORT to serve cached images over HTTP/1.1 on (GET /v1/SIDE/KEY/ARCH/KIND), the path a "
+                 "cached `kcache compile` takes; HTTPS with the --tls-* files, tokens as for gRPC; empty: off");
   app.add_option("--metrics-listen", c.metrics_listen,
                  "HOST:PORT to serve Prometheus metrics on, over plain HTTP without authentication (GET /metrics)");
   app.add_flag("--verify", c.verify,

@@ -27,6 +27,7 @@ struct Config {
   std::filesystem::path tls_client_ca;  // PEM CA bundle: require and verify client certificates (mTLS)
   bool plaintext = false;               // serve without TLS on a non-loopback address (warned)
   std::filesystem::path tokens_file;    // NAME ROLE TOKEN lines; absent: no authentication
+  std::string http_listen;              // HOST:PORT for the HTTP image API (--tls-* apply); empty: off
   std::string metrics_listen;           // HOST:PORT for Prometheus text over plain HTTP; empty: off
   bool verify = false;  // --verify: check the database and exit instead of serving
   bool repair = false;  // --repair (with --verify): remove bad entries, fix counters

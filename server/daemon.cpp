@@ -13,7 +13,9 @@
 
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
+#include "http.hpp"
 #include "metrics.hpp"
+#include "service/http_api.hpp"
 #include "service/auth.hpp"
 #include "service/service.hpp"
 #include "store/store.hpp"
@@ -134,8 +136,26 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     return make_error(ErrorCode::k_unavailable,
                       "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
   }
+  if (!config.http_listen.empty()) {
+    if (config.tls_cert.empty() && !is_loopback(config.http_listen) && !config.plaintext) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "refusing to serve images on " + config.http_listen + " without TLS: give --tls-cert and "
+                        "--tls-key, or --plaintext");
+    }
+    HttpTls tls{config.tls_cert.string(), config.tls_key.string(), config.tls_client_ca.string()};
+    auto http = HttpListener::start(config.http_listen, "--http-listen", tls, [&](httplib::Server& server) {
+      add_http_api_routes(server, *d->m_service, *d->m_metrics);
+    });
+    if (!http) return http.error();
+    d->m_http = std::move(*http);
+    d->m_service->set_http_port(d->m_http->port());
+    spdlog::info("images over {}: {}:{}", tls.enabled() ? "HTTPS" : "HTTP",
+                 config.http_listen.substr(0, config.http_listen.rfind(':')), d->m_http->port());
+  }
   if (!config.metrics_listen.empty()) {
-    auto metrics = MetricsServer::start(config.metrics_listen, [service = d->m_service.get()] { return service->snapshot(); });
+    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, [&](httplib::Server& server) {
+      add_metrics_route(server, [service = d->m_service.get()] { return service->snapshot(); });
+    });
     if (!metrics) return metrics.error();
     d->m_metrics_server = std::move(*metrics);
     spdlog::info("metrics: http://{}:{}/metrics", config.metrics_listen.substr(0, config.metrics_listen.rfind(':')),
@@ -156,6 +176,7 @@ void Daemon::shutdown() {
   if (m_stopped) return;
   m_stopped = true;
   m_metrics_server.reset();
+  m_http.reset();
   if (m_server) {
     if (auto* health = m_server->GetHealthCheckService()) health->Shutdown();  // NOT_SERVING from now on
     // Our own drain waits for the calls in progress (compiles may take long). gRPC's Shutdown

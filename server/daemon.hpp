@@ -20,7 +20,7 @@ class WorkerPool;
 class KCacheService;
 class Authenticator;
 class Metrics;
-class MetricsServer;
+class HttpListener;
 namespace worker {
 class WorkerSet;
 }
@@ -47,7 +47,8 @@ class Daemon {
   std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone
   std::unique_ptr<Authenticator> m_auth;
   std::unique_ptr<Metrics> m_metrics;
-  std::unique_ptr<MetricsServer> m_metrics_server;
+  std::unique_ptr<HttpListener> m_metrics_server;  // --metrics-listen
+  std::unique_ptr<HttpListener> m_http;            // --http-listen
   std::unique_ptr<KCacheService> m_service;
   std::unique_ptr<grpc::Server> m_server;
   int m_port = 0;

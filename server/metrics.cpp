@@ -154,35 +154,10 @@ std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Metrics::
   return std::make_unique<CountingFactory>(*this);
 }
 
-Expected<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
-                                                              std::function<v1::Stats()> stats) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    return make_error(ErrorCode::k_invalid_argument, "--metrics-listen '" + listen + "' is not HOST:PORT");
-  }
-  std::string host = listen.substr(0, colon);
-  int port = 0;
-  try {
-    port = std::stoi(listen.substr(colon + 1));
-  } catch (const std::exception&) {
-    return make_error(ErrorCode::k_invalid_argument, "--metrics-listen '" + listen + "' is not HOST:PORT");
-  }
-  std::unique_ptr<MetricsServer> m(new MetricsServer());
-  m->m_server = std::make_unique<httplib::Server>();
-  m->m_server->Get("/metrics", [stats](const httplib::Request&, httplib::Response& res) {
+void add_metrics_route(httplib::Server& server, std::function<v1::Stats()> stats) {
+  server.Get("/metrics", [stats = std::move(stats)](const httplib::Request&, httplib::Response& res) {
     res.set_content(Metrics::render(stats()), "text/plain; version=0.0.4; charset=utf-8");
   });
-  m->m_port = port == 0 ? m->m_server->bind_to_any_port(host) : (m->m_server->bind_to_port(host, port) ? port : -1);
-  if (m->m_port <= 0) {
-    return make_error(ErrorCode::k_unavailable, "cannot listen for metrics on " + listen);
-  }
-  m->m_thread = std::thread([server = m->m_server.get()] { server->listen_after_bind(); });
-  return m;
-}
-
-MetricsServer::~MetricsServer() {
-  if (m_server) m_server->stop();
-  if (m_thread.joinable()) m_thread.join();
 }
 
 }  // namespace kcache::server

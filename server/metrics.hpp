@@ -52,19 +52,7 @@ class Metrics {
   std::uint64_t m_compiles = 0;
 };
 
-// GET /metrics over HTTP/1.1 on its own thread.
-class MetricsServer {
- public:
-  // Binds HOST:PORT (port 0: a free one); `stats` is called for every scrape.
-  static Expected<std::unique_ptr<MetricsServer>> start(const std::string& listen, std::function<v1::Stats()> stats);
-  ~MetricsServer();
-  int port() const { return m_port; }
-
- private:
-  MetricsServer() = default;
-  std::unique_ptr<httplib::Server> m_server;
-  std::thread m_thread;
-  int m_port = 0;
-};
+// Serves GET /metrics on `server` (an HttpListener's); `stats` is called for every scrape.
+void add_metrics_route(httplib::Server& server, std::function<v1::Stats()> stats);
 
 }  // namespace kcache::server

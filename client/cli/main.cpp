@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cli_common.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
 #include "wire/wire.hpp"
@@ -24,141 +25,14 @@ namespace {
 using json = nlohmann::json;
 namespace v1 = kcache::v1;
 
-// Exit codes, documented in --help; scripts rely on them.
-enum ExitCode : int {
-  k_exit_ok = 0,
-  k_exit_error = 1,        // anything else (internal errors, I/O)
-  k_exit_usage = 2,        // bad command line
-  k_exit_bad_input = 3,    // the daemon refused the input (INVALID_ARGUMENT, FAILED_PRECONDITION, ...)
-  k_exit_not_found = 4,    // key or image not stored
-  k_exit_unavailable = 5,  // daemon unreachable or too slow
-  k_exit_denied = 6,       // no or unknown token (UNAUTHENTICATED), or a role that falls short
-};
-
-constexpr const char* k_exit_help =
-    "Exit codes: 0 ok, 1 other error, 2 usage, 3 bad input (refused by kcached), 4 not found,\n"
-    "5 server unavailable, 6 not allowed (token). Server: --server, else $KCACHE_SERVER, else 127.0.0.1:7878.\n"
-    "Token: --token-file, else $KCACHE_TOKEN.";
-
-int exit_code_for(const kcache::Error& e) {
-  switch (e.code) {
-    case kcache::ErrorCode::k_invalid_argument:
-    case kcache::ErrorCode::k_failed_precondition:
-    case kcache::ErrorCode::k_resource_exhausted:
-    case kcache::ErrorCode::k_unimplemented: return k_exit_bad_input;
-    case kcache::ErrorCode::k_not_found: return k_exit_not_found;
-    case kcache::ErrorCode::k_unauthenticated:
-    case kcache::ErrorCode::k_permission_denied: return k_exit_denied;
-    case kcache::ErrorCode::k_unavailable:
-    case kcache::ErrorCode::k_deadline_exceeded: return k_exit_unavailable;
-    default: return k_exit_error;
-  }
-}
-
-struct GlobalFlags {
-  std::string server;
-  bool json = false;
-  double timeout_s = 600;
-};
-
-// What to compile and how: the flags shared by `compile` and `key`.
-struct JobFlags {
-  std::string file;
-  std::string side = "device";
-  std::string format;
-  std::string target;
-  std::vector<std::string> archs;
-  std::vector<std::string> emit;
-  unsigned opt_level = 2;
-  bool debug = false;
-  bool lineinfo = false;
-  bool fast_math = false;
-  std::vector<std::string> entries;
-  std::string cpu;
-  std::string guard = "reject";
-
-  void add_to(CLI::App& cmd) {
-    cmd.add_option("FILE", file, "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx)")->required();
-    cmd.add_option("--side", side, "device or host")->check(CLI::IsMember({"device", "host"}))->capture_default_str();
-    cmd.add_option("--format", format, "bc, ll or ptx (default: inferred from the file)")
-        ->check(CLI::IsMember({"bc", "ll", "ptx"}));
-    cmd.add_option("--target", target, "Target triple (default: the side's)");
-    cmd.add_option("--arch", archs, "GPU archs, comma-separated: sm_80,sm_90")->delimiter(',');
-    cmd.add_option("--emit", emit, "Image kinds, comma-separated: ptx,cubin (device) or obj (host)")->delimiter(',');
-    cmd.add_option("-O", opt_level, "Optimisation level 0..3")->check(CLI::Range(0u, 3u))->capture_default_str();
-    cmd.add_flag("-g,--debug", debug, "Keep full debug info");
-    cmd.add_flag("--lineinfo", lineinfo, "Keep line tables only");
-    cmd.add_flag("--fast-math", fast_math, "Allow unsafe floating-point optimisations");
-    cmd.add_option("--entry", entries, "Export this function as a kernel (repeatable)");
-    cmd.add_option("--cpu", cpu, "Host CPU (host jobs)");
-    cmd.add_option("--host-runtime", guard,
-                   "Host jobs: reject device-only (gpu_*, rtlib, NVVM) references, or stub them with functions "
-                   "that fail loudly when called")
-        ->check(CLI::IsMember({"reject", "stub"}))
-        ->capture_default_str();
-  }
-};
-
-struct OutputFlags {
-  std::string out_file;
-  std::string out_dir;
-  void add_to(CLI::App& cmd) {
-    auto* o = cmd.add_option("-o,--output", out_file, "Write the one image to FILE");
-    auto* d = cmd.add_option("--out-dir", out_dir, "Write each image to DIR/ARCH.KIND (sm_90.cubin, x86_64.o)");
-    o->excludes(d);
-  }
-  bool wants_files() const { return !out_file.empty() || !out_dir.empty(); }
-};
-
-struct Failure {
-  int code;
-  std::string message;
-};
-
-[[noreturn]] void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
-[[noreturn]] void fail(const kcache::Error& e) {
-  fail(exit_code_for(e), std::string(kcache::error_code_name(e.code)) + ": " + e.message);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(k_exit_usage, "cannot read " + path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_file(const std::filesystem::path& path, std::string_view data) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!f) fail(k_exit_error, "cannot write " + path.string());
-}
+using namespace kcache::cli;
 
 v1::CompileRequest build_request(const JobFlags& flags) {
   v1::CompileRequest request;
   request.set_module(read_file(flags.file));
-  kcache::JobSpec spec;
-  spec.side = *kcache::parse_side(flags.side);
-  if (!flags.format.empty()) {
-    spec.format = *kcache::parse_format(flags.format);
-  } else {
-    spec.format = kcache::infer_format(request.module());
-  }
-  spec.target = flags.target;
-  spec.options.opt_level = flags.opt_level;
-  spec.options.debug_info = flags.debug;
-  spec.options.lineinfo = flags.lineinfo;
-  spec.options.fast_math = flags.fast_math;
-  spec.options.entry_points = flags.entries;
-  spec.options.cpu = flags.cpu;
-  spec.options.guard = flags.guard == "stub" ? kcache::HostGuard::stub : kcache::HostGuard::reject;
-  kcache::wire::fill_request(spec, request);
+  kcache::wire::fill_request(flags.spec(request.module()), request);
   for (const std::string& a : flags.archs) request.add_archs(a);
-  for (const std::string& e : flags.emit) {
-    auto kind = kcache::parse_kind(e);
-    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin or obj)");
-    request.add_emit(kcache::wire::to_proto(*kind));
-  }
+  for (kcache::ImageKind kind : flags.kinds()) request.add_emit(kcache::wire::to_proto(kind));
   return request;
 }
 
@@ -189,25 +63,18 @@ json image_json(const v1::Image& image, const std::string& path) {
   return j;
 }
 
-// Writes images per the output flags; returns the path of each (empty when not written).
+ImageLine image_line(const v1::Image& im) {
+  return ImageLine{im.arch(), kcache::wire::from_proto(im.kind()).value_or(kcache::ImageKind::ptx), im.size(),
+                   im.sha256(), im.needs_jit()};
+}
+
 std::vector<std::string> write_images(const OutputFlags& out, const std::vector<const v1::Image*>& images,
                                       const std::vector<const std::string*>& data) {
-  std::vector<std::string> paths(images.size());
-  if (!out.out_file.empty()) {
-    if (images.size() != 1) {
-      fail(k_exit_usage, "-o writes one image but there are " + std::to_string(images.size()) + "; use --out-dir");
-    }
-    write_file(out.out_file, *data[0]);
-    paths[0] = out.out_file;
-  } else if (!out.out_dir.empty()) {
-    std::filesystem::create_directories(out.out_dir);
-    for (std::size_t i = 0; i < images.size(); ++i) {
-      std::filesystem::path p = std::filesystem::path(out.out_dir) / (images[i]->arch() + "." + ext_text(images[i]->kind()));
-      write_file(p, *data[i]);
-      paths[i] = p.string();
-    }
-  }
-  return paths;
+  std::vector<ImageLine> lines;
+  for (const v1::Image* im : images) lines.push_back(image_line(*im));
+  std::vector<std::string_view> bytes;
+  for (const std::string* d : data) bytes.emplace_back(*d);
+  return kcache::cli::write_images(out, lines, bytes);
 }
 
 std::string outcome_text(v1::Outcome outcome) {
@@ -221,13 +88,17 @@ std::string outcome_text(v1::Outcome outcome) {
 
 void print_images(const std::string& header, const std::vector<const v1::Image*>& images,
                   const std::vector<std::string>& paths) {
-  std::printf("%s\n", header.c_str());
-  for (std::size_t i = 0; i < images.size(); ++i) {
-    const v1::Image& im = *images[i];
-    std::printf("  %-8s %-6s %10llu B  sha256 %.16s%s%s%s\n", im.arch().c_str(), kind_text(im.kind()).c_str(),
-                static_cast<unsigned long long>(im.size()), im.sha256().c_str(), im.needs_jit() ? "  (needs JIT)" : "",
-                paths[i].empty() ? "" : "  -> ", paths[i].c_str());
-  }
+  std::vector<ImageLine> lines;
+  for (const v1::Image* im : images) lines.push_back(image_line(*im));
+  kcache::cli::print_images(header, lines, paths);
+}
+
+// Remembers what the fast path (front.cpp) needs to answer the next compile of this job
+// without gRPC: the fingerprint, host triple and HTTP port (one GetCapabilities, after the work).
+void remember_server(kcache::Client& client) {
+  auto caps = client.capabilities();
+  if (!caps) return;
+  kcache::save_server_state(client.server(), {caps->fingerprint(), caps->host_triple(), caps->http_port()});
 }
 
 int run_compile(kcache::Client& client, const GlobalFlags& g, const JobFlags& job, const OutputFlags& out) {
@@ -242,6 +113,7 @@ int run_compile(kcache::Client& client, const GlobalFlags& g, const JobFlags& jo
     data.push_back(&im.data());
   }
   auto paths = write_images(out, images, data);
+  remember_server(client);
   if (g.json) {
     json j = {{"key", response->key()}, {"outcome", outcome_text(response->outcome())}, {"images", json::array()}};
     for (std::size_t i = 0; i < images.size(); ++i) j["images"].push_back(image_json(*images[i], paths[i]));
@@ -358,6 +230,7 @@ int run_key(kcache::Client& client, const GlobalFlags& g, const JobFlags& job) {
   v1::CompileRequest request = build_request(job);
   auto key = client.compute_key(request);
   if (!key) fail(key.error());
+  remember_server(client);
   if (g.json) {
     auto caps = client.capabilities();
     std::cout << json{{"key", key->hex()}, {"fingerprint", caps->fingerprint()}}.dump() << '\n';
@@ -576,20 +449,7 @@ int main(int argc, char** argv) {
   app.footer(k_exit_help);
   app.require_subcommand(1);
   GlobalFlags g;
-  app.add_option("--server", g.server, "kcached address HOST:PORT");
-  app.add_flag("--json", g.json, "Print one JSON object on stdout");
-  app.add_option("--timeout", g.timeout_s, "Seconds to wait for each call")->capture_default_str();
-  kcache::ClientOptions options;
-  std::string token_file;
-  app.add_flag("--tls", options.tls, "Connect with TLS (implied by the --tls-* options)");
-  app.add_option("--tls-ca", options.tls_ca_file, "PEM CA bundle that signed kcached's certificate")
-      ->check(CLI::ExistingFile);
-  app.add_option("--tls-cert", options.tls_cert_file, "PEM client certificate, for mutual TLS")
-      ->check(CLI::ExistingFile);
-  app.add_option("--tls-key", options.tls_key_file, "PEM key of --tls-cert")->check(CLI::ExistingFile)
-      ->needs("--tls-cert");
-  app.add_option("--token-file", token_file, "File whose first line is the bearer token (else $KCACHE_TOKEN)")
-      ->check(CLI::ExistingFile);
+  g.add_to(app);
 
   JobFlags compile_job, key_job;
   OutputFlags compile_out, fetch_out;
@@ -657,8 +517,12 @@ int main(int argc, char** argv) {
     return code == 0 ? k_exit_ok : k_exit_usage;
   }
 
-  options.tls = options.tls || !options.tls_ca_file.empty() || !options.tls_cert_file.empty();
-  auto token = kcache::resolve_token(token_file);
+  kcache::ClientOptions options;
+  options.tls = g.wants_tls();
+  options.tls_ca_file = g.tls_ca_file;
+  options.tls_cert_file = g.tls_cert_file;
+  options.tls_key_file = g.tls_key_file;
+  auto token = kcache::resolve_token(g.token_file);
   if (!token) {
     std::fprintf(stderr, "kcache: %s\n", token.error().message.c_str());
     return k_exit_usage;

@@ -14,25 +14,6 @@
 
 namespace kcache {
 
-std::string resolve_server(std::string_view flag) {
-  if (!flag.empty()) return std::string(flag);
-  if (const char* env = std::getenv("KCACHE_SERVER"); env != nullptr && *env != '\0') return env;
-  return std::string(k_default_server);
-}
-
-Expected<std::string> resolve_token(const std::string& token_file) {
-  std::string token;
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) return make_error(ErrorCode::k_failed_precondition, "cannot read the token file " + token_file);
-    std::getline(in, token);
-  } else if (const char* env = std::getenv("KCACHE_TOKEN"); env != nullptr) {
-    token = env;
-  }
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  return token;
-}
-
 namespace {
 
 std::string read_text(const std::string& path) {

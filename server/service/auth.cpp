@@ -68,15 +68,21 @@ Expected<void> Authenticator::check(const grpc::ServerContext& context, Role nee
   auto header = metadata.find("authorization");
   std::string_view value = header == metadata.end() ? std::string_view()
                                                      : std::string_view(header->second.data(), header->second.size());
-  if (!value.starts_with(k_bearer)) {
-    spdlog::warn("denied {} from {}: no bearer token", method, context.peer());
+  return check(value, context.peer(), needed, method);
+}
+
+Expected<void> Authenticator::check(std::string_view authorization, const std::string& peer, Role needed,
+                                    const char* method) const {
+  if (!m_enabled) return {};
+  if (!authorization.starts_with(k_bearer)) {
+    spdlog::warn("denied {} from {}: no bearer token", method, peer);
     return make_error(ErrorCode::k_unauthenticated,
                       "kcached needs a token: send 'authorization: Bearer TOKEN' (kcache: --token-file or KCACHE_TOKEN)");
   }
-  value.remove_prefix(k_bearer.size());
-  auto client = m_clients.find(sha256(value));
+  authorization.remove_prefix(k_bearer.size());
+  auto client = m_clients.find(sha256(authorization));
   if (client == m_clients.end()) {
-    spdlog::warn("denied {} from {}: unknown token", method, context.peer());
+    spdlog::warn("denied {} from {}: unknown token", method, peer);
     return make_error(ErrorCode::k_unauthenticated, "kcached does not know this token");
   }
   if (client->second.role < needed) {

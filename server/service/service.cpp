@@ -290,6 +290,20 @@ grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchR
   return grpc::Status::OK;
 }
 
+Expected<Image> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
+  auto call = m_calls.enter();
+  if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
+  ++m_counters.fetches;
+  auto key = parse_key(key_hex);
+  if (!key) return key.error();
+  auto image = m_store.get(side, *key, which);
+  if (!image && image.error().code != ErrorCode::k_not_found) {
+    ++m_counters.errors;
+    spdlog::warn("http get key={:.12} {}.{} error={}", key->hex(), which.arch, kind_name(which.kind), image.error().message);
+  }
+  return image;
+}
+
 grpc::Status KCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                                    v1::LookupResponse* response) {
   auto call = admit(*context, Role::read, "Lookup");
@@ -338,6 +352,7 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const 
   response->mutable_limits()->set_max_message_bytes(m_limits.max_message_bytes);
   response->mutable_limits()->set_max_store_bytes(m_limits.max_store_bytes);
   response->set_server_version(KCACHE_VERSION);
+  response->set_http_port(static_cast<std::uint32_t>(m_http_port.load()));
   return grpc::Status::OK;
 }
 

@@ -102,6 +102,19 @@ class KCacheService final : public v1::KCache::Service {
   grpc::Status Purge(grpc::ServerContext* context, const v1::PurgeRequest* request,
                      v1::PurgeResponse* response) override;
 
+  // For the HTTP API: whether a call carrying `authorization` ("Bearer TOKEN" or empty) from
+  // `peer` may read, as for a gRPC call.
+  Expected<void> authorize_read(std::string_view authorization, const std::string& peer, const char* method) const {
+    return m_auth.check(authorization, peer, Role::read, method);
+  }
+  // Exactly the image `which` of (side, key), for the HTTP API (authorize first); counted as a
+  // fetch.
+  Expected<Image> read_image(Side side, std::string_view key_hex, const ImageRequest& which);
+  // The toolchain fingerprint (hex) every key includes, for callers that compute keys.
+  std::string fingerprint_hex() const { return to_hex(m_compiler.toolchain().fingerprint); }
+  // Where the HTTP API listens (0: it does not); GetCapabilities tells clients.
+  void set_http_port(int port) { m_http_port = port; }
+
   // Refuses new calls (UNAVAILABLE) and waits for calls in progress; see CallTracker::drain.
   int drain(std::chrono::steady_clock::time_point deadline) { return m_calls.drain(deadline); }
 
@@ -129,6 +142,7 @@ class KCacheService final : public v1::KCache::Service {
   const ServiceLimits m_limits;
   ServiceCounters m_counters;
   CallTracker m_calls;
+  std::atomic<int> m_http_port{0};
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
 };

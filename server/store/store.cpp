@@ -240,6 +240,7 @@ Expected<Image> Store::get(Side side, const Key& key, const ImageRequest& which)
     return not_found();
   }
   image.meta = std::move(*meta);
+  note_access(side, key);
   return image;
 }
 

@@ -92,7 +92,7 @@ def check_container(source_dir, binaries):
                  f"HEALTHCHECK {health[-1]}: expected `kcache health` (the gRPC health service), which fails when "
                  "kcached does not answer or is draining")
     copies = " ".join(a for i, a in final if i == "COPY")
-    for program in ("server/kcached", "client/kcache"):
+    for program in ("server/kcached", "client/kcache", "client/kcache-grpc"):
         c.expect(re.search(rf"--from=\S+ .*{program}\b", copies),
                  f"the final stage does not copy {program} from the build stage")
 

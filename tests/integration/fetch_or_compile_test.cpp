@@ -39,7 +39,9 @@ TEST_F(FetchOrCompile, RidesOutADaemonStoppedAndRestartedMidway) {
 }
 
 TEST_F(FetchOrCompile, AnUnreachableDaemonIsNamedInTheError) {
-  Client client(ClientOptions{"127.0.0.1:1", std::chrono::seconds(5), 2});
+  ClientOptions options{"127.0.0.1:1", std::chrono::seconds(5)};
+  options.max_attempts = 2;
+  Client client(options);
   auto r = client.fetch_or_compile(device_request(read_test_data("kernels/saxpy.ll"), {}), "sm_90");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::k_unavailable);

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include <httplib.h>
+
 #include "daemon_fixture.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -83,6 +85,31 @@ TEST_F(Tls, AClientTrustingTheCaCompilesAndAPlaintextOrUntrustingOneCannot) {
 
   CommandResult cli = run_cli({"--tls-ca", m_certs.path("ca.pem"), "stats"}, m_daemon->address());
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
+}
+
+// With TLS configured, the HTTP image API is HTTPS with the same certificate.
+TEST_F(Tls, TheHttpImageApiIsHttpsWithTheSameCertificate) {
+  auto caps = client("ca").capabilities();
+  ASSERT_TRUE(caps) << caps.error().message;
+  ASSERT_GT(caps->http_port(), 0u);
+  httplib::SSLClient https("127.0.0.1", static_cast<int>(caps->http_port()));
+  https.set_ca_cert_path(m_certs.path("ca.pem").c_str());
+  https.enable_server_certificate_verification(true);
+  auto res = https.Get("/v1/fingerprint");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->body, caps->fingerprint() + "\n");
+  httplib::Client plain("127.0.0.1", static_cast<int>(caps->http_port()));
+  auto refused = plain.Get("/v1/fingerprint");
+  EXPECT_TRUE(!refused || refused->status != 200) << "plain HTTP must not be answered";
+  // The CLI with TLS takes the gRPC path and still works.
+  std::filesystem::path src = m_dir.path() / "saxpy.ll";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  for (const char* outcome : {"miss", "hit"}) {
+    CommandResult r = run_cli({"--tls-ca", m_certs.path("ca.pem"), "compile", src.string(), "--arch", "sm_90"},
+                              m_daemon->address());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(r.out.starts_with(outcome)) << r.out;
+  }
 }
 
 class MutualTls : public Tls {
@@ -199,6 +226,42 @@ TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
   std::string log = read_file(m_dir.path() / "kcached.log");
   EXPECT_NE(log.find("denied Compile to client 'reader'"), std::string::npos);
   for (const char* secret : {k_read, k_compile, k_admin}) EXPECT_EQ(log.find(secret), std::string::npos) << secret;
+
+  // The HTTP image API: the same tokens and roles.
+  httplib::Client http("127.0.0.1", static_cast<int>(as(k_read).capabilities()->http_port()));
+  auto anonymous = http.Get("/v1/fingerprint");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  EXPECT_EQ(anonymous->get_header_value("X-Kcache-Error"), "UNAUTHENTICATED");
+  auto unknown = http.Get("/v1/fingerprint", {{"Authorization", "Bearer not-a-known-token-at-all"}});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 401);
+  auto reader = http.Get("/v1/fingerprint", {{"Authorization", std::string("Bearer ") + k_read}});
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(reader->status, 200);
+  auto image = http.Get(("/v1/device/" + std::string(64, '0') + "/sm_90/ptx").c_str(),
+                        {{"Authorization", std::string("Bearer ") + k_read}});
+  ASSERT_TRUE(image);
+  EXPECT_EQ(image->status, 404) << "a reader passes the check and learns the image is not stored";
+
+  // The CLI's fast path sends the token too: a cached compile answered over HTTP.
+  write_file(m_dir.path() / "builder.token", std::string(k_compile) + "\n");
+  std::filesystem::path src = m_dir.path() / "saxpy.ll";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  for (const char* outcome : {"miss", "hit"}) {
+    CommandResult r = run_cli({"--token-file", (m_dir.path() / "builder.token").string(), "compile", src.string(),
+                               "--arch", "sm_90", "-o", (m_dir.path() / "k.ptx").string()},
+                              m_daemon->address());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(r.out.starts_with(outcome)) << r.out;
+  }
+  auto stats = as(k_read).stats();
+  ASSERT_TRUE(stats);
+  bool served_over_http = false;
+  for (const auto& r : stats->requests()) {
+    served_over_http = served_over_http || (r.service() == "kcache.http" && r.method() == "GetImage" && r.code() == "OK");
+  }
+  EXPECT_TRUE(served_over_http) << "the hit came over HTTP";
 
   // The CLI: the token from a file, exit 6 without one.
   write_file(m_dir.path() / "admin.token", std::string(k_admin) + "\n");

@@ -1,5 +1,6 @@
 #include "test_support.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -69,6 +70,10 @@ std::unique_ptr<DaemonProcess> DaemonProcess::start(const std::filesystem::path&
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   std::vector<std::string> args = {executable.empty() ? KCACHE_DAEMON_PATH : executable, "--listen", listen, "--db", db.string(),
                                    "--log-level", "debug"};
+  // The HTTP image API too (the CLI's fast path), unless the test says where or that it is off.
+  if (std::find(extra_args.begin(), extra_args.end(), "--http-listen") == extra_args.end()) {
+    args.insert(args.end(), {"--http-listen", "127.0.0.1:0"});
+  }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -142,6 +147,9 @@ CommandResult run_program(const std::vector<std::string>& argv_in) {
 }
 
 CommandResult run_cli(const std::vector<std::string>& args, const std::string& server) {
+  // What the CLI remembers about daemons stays in this test process's own folder.
+  static TempDir state;
+  ::setenv("KCACHE_STATE_DIR", state.path().c_str(), 0);
   std::vector<std::string> argv = {KCACHE_CLI_PATH};
   if (!server.empty()) argv.insert(argv.end(), {"--server", server});
   argv.insert(argv.end(), args.begin(), args.end());

@@ -11,20 +11,19 @@
 #include <string>
 #include <string_view>
 
+#include "kcache/endpoint.hpp"
 #include "kcache/expected.hpp"
 #include "kcache/key.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 
 namespace kcache {
 
-inline constexpr std::string_view k_default_server = "127.0.0.1:7878";
-
-// The daemon address: `flag` when given, else $KCACHE_SERVER, else k_default_server.
-std::string resolve_server(std::string_view flag);
-
 struct ClientOptions {
+  ClientOptions(std::string server_address = {}, std::chrono::milliseconds call_deadline = std::chrono::minutes(10))
+      : server(std::move(server_address)), deadline(call_deadline) {}
+
   std::string server;  // HOST:PORT
-  std::chrono::milliseconds deadline = std::chrono::minutes(10);  // per call; compiles can be slow
+  std::chrono::milliseconds deadline;  // per call; compiles can be slow
   // fetch_or_compile retries a call that finds the daemon UNAVAILABLE this many times in all,
   // backing off from 50 ms, doubling, up to 1 s between tries (about 4.5 s with 8 attempts).
   int max_attempts = 8;
@@ -34,10 +33,6 @@ struct ClientOptions {
   std::string tls_ca_file, tls_cert_file, tls_key_file;
   std::string token;  // sent as "authorization: Bearer TOKEN" on every call when set
 };
-
-// The token for a client: the contents of `token_file` when given, else $KCACHE_TOKEN, else
-// empty (trailing whitespace trimmed). FAILED_PRECONDITION when the file cannot be read.
-Expected<std::string> resolve_token(const std::string& token_file);
 
 struct FetchedImage {
   v1::Image image;  // metadata, needs_jit

@@ -1,0 +1,138 @@
+#include "cli_common.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kcache::cli {
+
+int exit_code_for(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::k_invalid_argument:
+    case ErrorCode::k_failed_precondition:
+    case ErrorCode::k_resource_exhausted:
+    case ErrorCode::k_unimplemented: return k_exit_bad_input;
+    case ErrorCode::k_not_found: return k_exit_not_found;
+    case ErrorCode::k_unauthenticated:
+    case ErrorCode::k_permission_denied: return k_exit_denied;
+    case ErrorCode::k_unavailable:
+    case ErrorCode::k_deadline_exceeded: return k_exit_unavailable;
+    default: return k_exit_error;
+  }
+}
+
+void GlobalFlags::add_to(CLI::App& app) {
+  app.add_option("--server", server, "kcached address HOST:PORT");
+  app.add_flag("--json", json, "Print one JSON object on stdout");
+  app.add_option("--timeout", timeout_s, "Seconds to wait for each call")->capture_default_str();
+  app.add_flag("--tls", tls, "Connect with TLS (implied by the --tls-* options)");
+  app.add_option("--tls-ca", tls_ca_file, "PEM CA bundle that signed kcached's certificate")->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", tls_cert_file, "PEM client certificate, for mutual TLS")->check(CLI::ExistingFile);
+  app.add_option("--tls-key", tls_key_file, "PEM key of --tls-cert")->check(CLI::ExistingFile)->needs("--tls-cert");
+  app.add_option("--token-file", token_file, "File whose first line is the bearer token (else $KCACHE_TOKEN)")
+      ->check(CLI::ExistingFile);
+}
+
+void JobFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("FILE", file, "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx)")->required();
+  cmd.add_option("--side", side, "device or host")->check(CLI::IsMember({"device", "host"}))->capture_default_str();
+  cmd.add_option("--format", format, "bc, ll or ptx (default: inferred from the file)")
+      ->check(CLI::IsMember({"bc", "ll", "ptx"}));
+  cmd.add_option("--target", target, "Target triple (default: the side's)");
+  cmd.add_option("--arch", archs, "GPU archs, comma-separated: sm_80,sm_90")->delimiter(',');
+  cmd.add_option("--emit", emit, "Image kinds, comma-separated: ptx,cubin (device) or obj (host)")->delimiter(',');
+  cmd.add_option("-O", opt_level, "Optimisation level 0..3")->check(CLI::Range(0u, 3u))->capture_default_str();
+  cmd.add_flag("-g,--debug", debug, "Keep full debug info");
+  cmd.add_flag("--lineinfo", lineinfo, "Keep line tables only");
+  cmd.add_flag("--fast-math", fast_math, "Allow unsafe floating-point optimisations");
+  cmd.add_option("--entry", entries, "Export this function as a kernel (repeatable)");
+  cmd.add_option("--cpu", cpu, "Host CPU (host jobs)");
+  cmd.add_option("--host-runtime", guard,
+                 "Host jobs: reject device-only (gpu_*, rtlib, NVVM) references, or stub them with functions "
+                 "that fail loudly when called")
+      ->check(CLI::IsMember({"reject", "stub"}))
+      ->capture_default_str();
+}
+
+JobSpec JobFlags::spec(std::string_view module) const {
+  JobSpec spec;
+  spec.side = *parse_side(side);
+  spec.format = format.empty() ? infer_format(module) : *parse_format(format);
+  spec.target = target;
+  spec.options.opt_level = opt_level;
+  spec.options.debug_info = debug;
+  spec.options.lineinfo = lineinfo;
+  spec.options.fast_math = fast_math;
+  spec.options.entry_points = entries;
+  spec.options.cpu = cpu;
+  spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
+  return spec;
+}
+
+std::vector<ImageKind> JobFlags::kinds() const {
+  std::vector<ImageKind> out;
+  for (const std::string& e : emit) {
+    auto kind = parse_kind(e);
+    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin or obj)");
+    out.push_back(*kind);
+  }
+  return out;
+}
+
+void OutputFlags::add_to(CLI::App& cmd) {
+  auto* o = cmd.add_option("-o,--output", out_file, "Write the one image to FILE");
+  auto* d = cmd.add_option("--out-dir", out_dir, "Write each image to DIR/ARCH.KIND (sm_90.cubin, x86_64.o)");
+  o->excludes(d);
+}
+
+void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
+void fail(const Error& e) { fail(exit_code_for(e), std::string(error_code_name(e.code)) + ": " + e.message); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(k_exit_usage, "cannot read " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::filesystem::path& path, std::string_view data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!f) fail(k_exit_error, "cannot write " + path.string());
+}
+
+std::vector<std::string> write_images(const OutputFlags& out, const std::vector<ImageLine>& images,
+                                      const std::vector<std::string_view>& data) {
+  std::vector<std::string> paths(images.size());
+  if (!out.out_file.empty()) {
+    if (images.size() != 1) {
+      fail(k_exit_usage, "-o writes one image but there are " + std::to_string(images.size()) + "; use --out-dir");
+    }
+    write_file(out.out_file, data[0]);
+    paths[0] = out.out_file;
+  } else if (!out.out_dir.empty()) {
+    std::filesystem::create_directories(out.out_dir);
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      std::filesystem::path p =
+          std::filesystem::path(out.out_dir) / (images[i].arch + "." + std::string(kind_extension(images[i].kind)));
+      write_file(p, data[i]);
+      paths[i] = p.string();
+    }
+  }
+  return paths;
+}
+
+void print_images(const std::string& header, const std::vector<ImageLine>& images,
+                  const std::vector<std::string>& paths) {
+  std::printf("%s\n", header.c_str());
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const ImageLine& im = images[i];
+    std::printf("  %-8s %-6s %10llu B  sha256 %.16s%s%s%s\n", im.arch.c_str(), std::string(kind_name(im.kind)).c_str(),
+                static_cast<unsigned long long>(im.size), im.sha256.c_str(), im.needs_jit ? "  (needs JIT)" : "",
+                paths[i].empty() ? "" : "  -> ", paths[i].c_str());
+  }
+}
+
+}  // namespace kcache::cli

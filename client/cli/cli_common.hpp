@@ -1,0 +1,105 @@
+// What both kcache executables share: the flags, exit codes, job building, file output and the
+// printed image table. `kcache` (front.cpp) answers cached compiles over HTTP without loading
+// gRPC; everything else runs in `kcache-grpc` (main.cpp), to which it hands over with exec.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/expected.hpp"
+#include "kcache/job.hpp"
+
+namespace kcache::cli {
+
+// Exit codes, documented in --help; scripts rely on them.
+enum ExitCode : int {
+  k_exit_ok = 0,
+  k_exit_error = 1,        // anything else (internal errors, I/O)
+  k_exit_usage = 2,        // bad command line
+  k_exit_bad_input = 3,    // the daemon refused the input (INVALID_ARGUMENT, FAILED_PRECONDITION, ...)
+  k_exit_not_found = 4,    // key or image not stored
+  k_exit_unavailable = 5,  // daemon unreachable or too slow
+  k_exit_denied = 6,       // no or unknown token (UNAUTHENTICATED), or a role that falls short
+};
+
+inline constexpr const char* k_exit_help =
+    "Exit codes: 0 ok, 1 other error, 2 usage, 3 bad input (refused by kcached), 4 not found,\n"
+    "5 server unavailable, 6 not allowed (token). Server: --server, else $KCACHE_SERVER, else 127.0.0.1:7878.\n"
+    "Token: --token-file, else $KCACHE_TOKEN.";
+
+int exit_code_for(const Error& e);
+
+struct GlobalFlags {
+  std::string server;
+  bool json = false;
+  double timeout_s = 600;
+  bool tls = false;
+  std::string tls_ca_file, tls_cert_file, tls_key_file;
+  std::string token_file;
+  void add_to(CLI::App& app);
+  bool wants_tls() const { return tls || !tls_ca_file.empty() || !tls_cert_file.empty(); }
+};
+
+// What to compile and how: the flags shared by `compile` and `key`.
+struct JobFlags {
+  std::string file;
+  std::string side = "device";
+  std::string format;
+  std::string target;
+  std::vector<std::string> archs;
+  std::vector<std::string> emit;
+  unsigned opt_level = 2;
+  bool debug = false;
+  bool lineinfo = false;
+  bool fast_math = false;
+  std::vector<std::string> entries;
+  std::string cpu;
+  std::string guard = "reject";
+
+  void add_to(CLI::App& cmd);
+  // The job's spec for `module` (not yet canonical), and its image kinds; fails on a bad --emit.
+  JobSpec spec(std::string_view module) const;
+  std::vector<ImageKind> kinds() const;
+};
+
+struct OutputFlags {
+  std::string out_file;
+  std::string out_dir;
+  void add_to(CLI::App& cmd);
+  bool wants_files() const { return !out_file.empty() || !out_dir.empty(); }
+};
+
+struct Failure {
+  int code;
+  std::string message;
+};
+[[noreturn]] void fail(int code, std::string message);
+[[noreturn]] void fail(const Error& e);
+
+std::string read_file(const std::string& path);
+void write_file(const std::filesystem::path& path, std::string_view data);
+
+// One image as the table shows it.
+struct ImageLine {
+  std::string arch;
+  ImageKind kind = ImageKind::ptx;
+  std::uint64_t size = 0;
+  std::string sha256;  // hex
+  bool needs_jit = false;
+};
+
+// Writes images per the output flags (-o FILE: exactly one; --out-dir: DIR/ARCH.EXT); returns
+// each one's path (empty when not written).
+std::vector<std::string> write_images(const OutputFlags& out, const std::vector<ImageLine>& images,
+                                      const std::vector<std::string_view>& data);
+
+// "HEADER" then one line per image: arch, kind, size, digest, and where it was written.
+void print_images(const std::string& header, const std::vector<ImageLine>& images,
+                  const std::vector<std::string>& paths);
+
+}  // namespace kcache::cli

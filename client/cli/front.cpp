@@ -1,0 +1,118 @@
+// kcache: the command a build runs for every kernel. A cached `kcache compile` is answered here,
+// without loading gRPC (a program linked to Debian's shared gRPC spends about 24 ms just
+// starting): the key is computed locally with the code the daemon uses (kcache_common) and the
+// fingerprint the full client last saw (kcache/endpoint.hpp), then each image is one HTTP GET
+// from kcached's --http-listen, checked against its SHA-256. Anything else (a miss, another
+// subcommand, --json, TLS, --help, a daemon with no HTTP API or not yet seen) is handed, with the same
+// arguments, to kcache-grpc beside this executable, which also remembers the daemon for next
+// time. KCACHE_FAST_PATH=0 always hands over.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "cli_common.hpp"
+#include "http_get.hpp"
+#include "kcache/endpoint.hpp"
+#include "kcache/key.hpp"
+
+namespace {
+
+using namespace kcache;
+using namespace kcache::cli;
+
+// The exit code of a compile answered from the cache, or nullopt to hand over.
+std::optional<int> cached_compile(int argc, char** argv) {
+  if (const char* off = std::getenv("KCACHE_FAST_PATH"); off != nullptr && std::string_view(off) == "0") {
+    return std::nullopt;
+  }
+  CLI::App app{"kcache", "kcache"};
+  app.require_subcommand(1);
+  GlobalFlags g;
+  g.add_to(app);
+  JobFlags job;
+  OutputFlags out;
+  auto* compile = app.add_subcommand("compile");
+  job.add_to(*compile);
+  out.add_to(*compile);
+  try {
+    app.parse(argc, argv);  // another subcommand, --help, or a mistake: kcache-grpc says what
+  } catch (const CLI::Error&) {
+    return std::nullopt;
+  }
+  if (g.json || g.wants_tls()) return std::nullopt;  // JSON output and TLS: kcache-grpc
+  std::string server = resolve_server(g.server);
+  std::optional<ServerState> state = load_server_state(server);
+  if (!state || state->http_port == 0) return std::nullopt;
+  auto token = resolve_token(g.token_file);
+  auto fingerprint = parse_key(state->fingerprint);
+  if (!token || !fingerprint) return std::nullopt;
+
+  std::string module;
+  JobSpec spec;
+  std::vector<ImageRequest> images;
+  try {
+    module = read_file(job.file);
+    spec = job.spec(module);
+    if (!canonicalize(spec, state->host_triple)) return std::nullopt;
+    auto planned = plan_images(spec, job.archs, job.kinds());
+    if (!planned) return std::nullopt;
+    images = std::move(*planned);
+  } catch (const Failure&) {
+    return std::nullopt;
+  }
+  Key key = compute_key(spec, module, fingerprint->digest);
+
+  auto http = HttpConnection::open(server_host(server), static_cast<int>(state->http_port),
+                                   std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000)));
+  if (!http) return std::nullopt;
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!token->empty()) headers.emplace_back("Authorization", "Bearer " + *token);
+
+  std::vector<ImageLine> lines;
+  std::vector<std::string> bodies;
+  std::string stubbed;
+  for (const ImageRequest& want : images) {
+    std::string path = "/v1/" + std::string(side_name(spec.side)) + "/" + key.hex() + "/" + want.arch + "/" +
+                       std::string(kind_name(want.kind));
+    auto res = http->get(path, headers);
+    // Only a whole, verified answer for the fingerprint the key was computed with is used; a
+    // miss, an error or a changed toolchain goes the full way (which refreshes the state).
+    if (!res || res->status != 200 || res->header("x-kcache-fingerprint") != state->fingerprint) return std::nullopt;
+    std::string digest = to_hex(sha256(res->body));
+    if (res->header("x-kcache-sha256") != digest) return std::nullopt;
+    lines.push_back(ImageLine{want.arch, want.kind, res->body.size(), digest, false});
+    if (stubbed.empty()) stubbed = res->header("x-kcache-stubbed");
+    bodies.push_back(std::move(res->body));
+  }
+
+  try {
+    auto paths = write_images(out, lines, std::vector<std::string_view>(bodies.begin(), bodies.end()));
+    print_images("hit  " + key.hex(), lines, paths);
+  } catch (const Failure& f) {
+    std::fprintf(stderr, "kcache: %s\n", f.message.c_str());
+    return f.code;
+  }
+  for (std::size_t at = 0; !stubbed.empty() && at != std::string::npos;) {
+    std::size_t comma = stubbed.find(',', at);
+    std::printf("  stubbed for the host: %s\n", stubbed.substr(at, comma - at).c_str());
+    at = comma == std::string::npos ? comma : comma + 1;
+  }
+  return k_exit_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::optional<int> code = cached_compile(argc, argv)) return *code;
+  std::error_code ec;
+  std::filesystem::path full = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kcache-grpc";
+  ::execv(full.c_str(), argv);
+  std::fprintf(stderr, "kcache: cannot run %s (%s); it is installed beside kcache\n", full.c_str(),
+               std::strerror(errno));
+  return k_exit_error;
+}

@@ -1,0 +1,82 @@
+#include "kcache/endpoint.hpp"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace kcache {
+namespace {
+
+std::filesystem::path state_dir() {
+  if (const char* d = std::getenv("KCACHE_STATE_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d != nullptr && *d != '\0') return std::filesystem::path(d) / "kcache";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') return std::filesystem::path(h) / ".cache" / "kcache";
+  return {};
+}
+
+// servers/ADDRESS, with every character but [A-Za-z0-9.-] as '_'.
+std::filesystem::path state_file(std::string_view server) {
+  std::filesystem::path dir = state_dir();
+  if (dir.empty()) return {};
+  std::string name(server);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  }
+  return dir / "servers" / name;
+}
+
+}  // namespace
+
+std::string resolve_server(std::string_view flag) {
+  if (!flag.empty()) return std::string(flag);
+  if (const char* env = std::getenv("KCACHE_SERVER"); env != nullptr && *env != '\0') return env;
+  return std::string(k_default_server);
+}
+
+Expected<std::string> resolve_token(const std::string& token_file) {
+  std::string token;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) return make_error(ErrorCode::k_failed_precondition, "cannot read the token file " + token_file);
+    std::getline(in, token);
+  } else if (const char* env = std::getenv("KCACHE_TOKEN"); env != nullptr) {
+    token = env;
+  }
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  return token;
+}
+
+std::optional<ServerState> load_server_state(std::string_view server) {
+  std::filesystem::path path = state_file(server);
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  ServerState s;
+  if (!(in >> s.fingerprint >> s.host_triple >> s.http_port) || s.fingerprint.size() != 64) return std::nullopt;
+  return s;
+}
+
+void save_server_state(std::string_view server, const ServerState& state) {
+  std::filesystem::path path = state_file(server);
+  if (path.empty() || load_server_state(server) == state) return;
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  std::filesystem::path tmp = path;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << state.fingerprint << ' ' << state.host_triple << ' ' << state.http_port << '\n';
+    if (!out) return;
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+std::string server_host(std::string_view server) {
+  auto colon = server.rfind(':');
+  return std::string(colon == std::string_view::npos ? server : server.substr(0, colon));
+}
+
+}  // namespace kcache

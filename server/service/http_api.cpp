@@ -1,0 +1,74 @@
+#include "service/http_api.hpp"
+
+#include <httplib.h>
+
+#include "service/service.hpp"
+#include "wire/wire.hpp"
+
+namespace kcache::server {
+namespace {
+
+int http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::k_invalid_argument: return 400;
+    case ErrorCode::k_unauthenticated: return 401;
+    case ErrorCode::k_permission_denied: return 403;
+    case ErrorCode::k_not_found: return 404;
+    case ErrorCode::k_resource_exhausted: return 429;
+    case ErrorCode::k_unavailable: return 503;
+    default: return 500;
+  }
+}
+
+void send_error(httplib::Response& res, const Error& e) {
+  res.status = http_status(e.code);
+  res.set_header("X-Kcache-Error", error_code_name(e.code));
+  res.set_content(e.message + "\n", "text/plain; charset=utf-8");
+}
+
+}  // namespace
+
+void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics) {
+  // Counts the call like the gRPC interceptor does, then answers with `result`'s error if any.
+  auto finish = [&metrics](const char* method, httplib::Response& res, const Expected<void>& result) {
+    metrics.count_request("kcache.http", method, result ? 0 : wire::to_status(result.error()).error_code());
+    if (!result) send_error(res, result.error());
+    return result.ok();
+  };
+  std::string fingerprint = service.fingerprint_hex();
+
+  server.Get("/v1/fingerprint", [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Kcache-Fingerprint", fingerprint);
+    if (!finish("GetFingerprint", res, service.authorize_read(req.get_header_value("Authorization"), req.remote_addr,
+                                                              "GET /v1/fingerprint"))) {
+      return;
+    }
+    res.set_content(fingerprint + "\n", "text/plain");
+  });
+
+  server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",
+             [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Kcache-Fingerprint", fingerprint);
+    auto allowed = service.authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET image");
+    if (!allowed) return (void)finish("GetImage", res, allowed);
+    Side side = req.matches[1] == "host" ? Side::host : Side::device;
+    auto kind = parse_kind(req.matches[4].str());
+    if (!kind) {
+      return (void)finish("GetImage", res, make_error(ErrorCode::k_invalid_argument,
+                                                      "unknown image kind '" + req.matches[4].str() +
+                                                          "' (use ptx, cubin or obj)"));
+    }
+    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind});
+    if (!image) return (void)finish("GetImage", res, image.error());
+    finish("GetImage", res, {});
+    res.set_header("X-Kcache-Sha256", to_hex(image->meta.sha256));
+    if (!image->meta.stubbed.empty()) {
+      std::string stubbed;
+      for (const std::string& s : image->meta.stubbed) stubbed += (stubbed.empty() ? "" : ",") + s;
+      res.set_header("X-Kcache-Stubbed", stubbed);
+    }
+    res.set_content(image->data, "application/octet-stream");
+  });
+}
+
+}  // namespace kcache::server

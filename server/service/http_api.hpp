@@ -1,0 +1,27 @@
+// The image read API over HTTP/1.1 (--http-listen), beside gRPC, as bazel-remote serves HTTP
+// beside its gRPC API. It exists for the command-line hit: `kcache compile` of a cached kernel
+// computes the key itself and needs one GET, without paying gRPC's start-up (README,
+// "Performance").
+//
+//   GET /v1/fingerprint                  the toolchain fingerprint (hex) every key includes
+//   GET /v1/{device|host}/KEY/ARCH/KIND  exactly that image's bytes; 404 when not stored. No
+//                                        selection rules: a compile asks for what it named.
+//
+// Every answer carries X-Kcache-Fingerprint, so a client that computed KEY with a stale one
+// notices. An image carries X-Kcache-Sha256 and, for host objects built with stubs,
+// X-Kcache-Stubbed (comma-separated). Tokens as for gRPC ("Authorization: Bearer TOKEN", the read
+// role). Errors are text/plain messages with the gRPC code's name in X-Kcache-Error.
+#pragma once
+
+namespace httplib {
+class Server;
+}
+
+namespace kcache::server {
+
+class KCacheService;
+class Metrics;
+
+void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics);
+
+}  // namespace kcache::server
