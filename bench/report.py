@@ -21,6 +21,9 @@ import sys
 HIT_RATIO_MAX = 2.5          # kcached Fetch p50 / Redis GET p50, 64 KiB, one client
 HIT_THROUGHPUT_MIN = 15000   # kcached fetches/s, 64 KiB, 16 clients
 SCALE_RATIO_MAX = 2.0        # Lookup p50 at the most entries / at the fewest
+CCACHE_RATIO_MIN = 4.0       # ccache nvcc -c hit / kcache compile hit, whole commands (medians)
+SCCACHE_RATIO_MIN = 20.0     # sccache nvcc -c hit / kcache compile hit
+KCACHE_COMMAND = "kcache compile"
 TARGET_SIZE = 64 * 1024
 
 
@@ -252,6 +255,43 @@ def main():
         emit("memory", r["system"], r["state"], "", "", "", "vmhwm_mib", hwm, "MiB")
     md.append("")
 
+    # 5. Command level.
+    command = {}
+    command_json = os.path.join(args.raw, "command.json")
+    if os.path.exists(command_json):
+        with open(command_json) as f:
+            command = {r["command"]: r for r in json.load(f)["results"]}
+    command_hits = {r["system"]: r for r in read_csv(os.path.join(args.raw, "command_hits.csv"))}
+    md.append("## 5. Hit path, command level")
+    md.append("")
+    skipped = os.path.join(args.raw, "command.skipped")
+    if command:
+        base = command.get(KCACHE_COMMAND)
+        runs = len(next(iter(command.values()))["times"])
+        md.append("The whole command for one kernel already in every cache (saxpy: `tests/data/kernels/saxpy.ll` for "
+                  "kcache, its CUDA source `bench/corpus/saxpy.cu` for nvcc), sm_90 cubin written to a file: process "
+                  f"start, key, lookup, fetch, write. hyperfine, {runs} runs each after 5 warm-ups, no shell. `kcache "
+                  "compile` answers from kcached's HTTP API without loading gRPC; the gRPC row is the same command "
+                  "forced through kcache-grpc (plus the `env` it is started by).")
+        md.append("")
+        md.append("| command | median ms | mean ± sd ms | min ms | median / kcache compile |")
+        md.append("|---|---|---|---|---|")
+        for name, r in command.items():
+            ratio = r["median"] / base["median"] if base else None
+            md.append(f"| `{name}` | {fmt(r['median'] * 1e3, 2)} | {fmt(r['mean'] * 1e3, 2)} ± "
+                      f"{fmt(r['stddev'] * 1e3, 2)} | {fmt(r['min'] * 1e3, 2)} | {fmt(ratio, 1)} |")
+            emit("command", name, "hit", "", 1, "", "median_ms", r["median"] * 1e3, "ms")
+            emit("command", name, "hit", "", 1, "", "mean_ms", r["mean"] * 1e3, "ms")
+        md.append("")
+        if command_hits:
+            md.append("Hits counted by the caches themselves over the measured runs (warm-ups included): " +
+                      "; ".join(f"{s}: {r['hits']} hits, {r['misses']} misses" for s, r in command_hits.items()) + ".")
+            md.append("")
+    elif os.path.exists(skipped):
+        with open(skipped) as f:
+            md.append(f"Not measured, missing: {f.read().strip()}.")
+        md.append("")
+
     # Targets.
     lines = []
 
@@ -288,6 +328,18 @@ def main():
     else:
         lines.append("Target: Lookup p50 at 10^6 within 2x of 10^3: SKIP (fewer than two entry counts)")
 
+    base = command.get(KCACHE_COMMAND)
+    for name, minimum in (("ccache nvcc -c", CCACHE_RATIO_MIN), ("sccache nvcc -c", SCCACHE_RATIO_MIN)):
+        other = command.get(name)
+        if base and other:
+            ratio = other["median"] / base["median"]
+            hits = command_hits.get(name.split()[0], {})
+            clean = not hits or int(hits.get("misses", 0)) == 0
+            lines.append(f"Target: command-level hit >= {minimum:g}x faster than `{name}` hit: "
+                         f"{verdict(ratio >= minimum and clean)} ({base['median'] * 1e3:.2f} ms vs "
+                         f"{other['median'] * 1e3:.2f} ms = {ratio:.1f}x{'' if clean else '; it missed, not comparable'})")
+        else:
+            lines.append(f"Target: command-level hit >= {minimum:g}x faster than `{name}`: SKIP (not measured)")
     md.append("## Targets")
     md.append("")
     text = "\n".join(md + lines + [""])

@@ -6,7 +6,10 @@
 #   2. coalescing: N identical concurrent compiles (N = 1, 8, 64), each N on a fresh database;
 #   3. scale: Lookup and Fetch latency with 10^3, 10^5, 10^6 small entries in the store, through
 #      the daemon and at the store API; bytes on disk per entry;
-#   4. memory: kcached's VmRSS / VmHWM idle, with 10^6 entries, under the load of (1).
+#   4. memory: kcached's VmRSS / VmHWM idle, with 10^6 entries, under the load of (1);
+#   5. command-level hit: the whole `kcache compile` of a cached kernel (process start, key,
+#      fetch, writing the file) beside `ccache nvcc -c` and `sccache nvcc -c` hits of the same
+#      kernel's CUDA source, with hyperfine (skipped, and said so, without them or nvcc).
 # Writes bench/results/compare.{md,csv,png} and prints the table and the PASS/FAIL lines.
 #
 # Usage: bench/run.sh [build-dir]   (default build/; needs `ninja -C BUILD kcache_bench`)
@@ -21,6 +24,8 @@
 #   KCACHE_BENCH_OUT=bench/results            where the md/csv/png go
 #   KCACHE_BENCH_KEEP=1                       keep the temp folder (raw CSVs, daemon logs)
 #   KCACHE_BENCH_NOTE="..."                   a sentence for the md file (e.g. what else ran)
+#   KCACHE_BENCH_PARTS="hit coalesce scale command"  which parts to run (memory comes with hit/scale)
+#   KCACHE_BENCH_COMMAND_RUNS=100             hyperfine runs per command in (5)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -31,6 +36,8 @@ coalesce_counts=${KCACHE_BENCH_COALESCE:-1 8 64}
 kernels=${KCACHE_BENCH_KERNELS:-100}
 rounds=${KCACHE_BENCH_ROUNDS:-3}
 out_dir=${KCACHE_BENCH_OUT:-$root/bench/results}
+parts=" ${KCACHE_BENCH_PARTS:-hit coalesce scale command} "
+command_runs=${KCACHE_BENCH_COMMAND_RUNS:-100}
 hit_keys=8
 bin=$build/bench
 
@@ -59,7 +66,10 @@ run_started=$(date +%s)
 
 echo "system,state,vmrss_kib,vmhwm_kib,children_rss_kib" >"$raw/memory.csv"
 
+part() { [[ $parts == *" $1 "* ]]; }
+
 # --- 4a. memory, idle: a daemon on an empty database, and an empty redis-server -------------
+if part hit; then
 say "memory: idle"
 start_kcached "$work/db.idle" idle
 sleep 1
@@ -107,9 +117,11 @@ if [ $have_redis = 1 ]; then
   stop_redis
 fi
 rm -rf "$work/db.hit"
+fi
 
 # --- 2. coalescing ------------------------------------------------------------------------
 echo "clients,wall_ms,compiles,misses,coalesced,hits,errors" >"$raw/coalesce.csv"
+part coalesce || coalesce_counts=""
 for n in $coalesce_counts; do
   say "coalescing: $n identical compiles ($kernels kernels, fresh database)"
   start_kcached "$work/db.coalesce.$n" "coalesce.$n"
@@ -125,6 +137,7 @@ done
 echo "entries,payload_bytes,populate_s,du_after_populate,du_after_daemon" >"$raw/disk.csv"
 "$bin/kcache_bench_load" --header >"$raw/scale.csv"
 declare -A scale_pid scale_addr scale_payload scale_seconds scale_du
+part scale || scale_counts=""
 for n in $scale_counts; do
   db=$work/db.scale.$n
   say "scale: writing $n entries (1-4 KiB PTX images) through the store API"
@@ -155,6 +168,43 @@ for n in $scale_counts; do
   echo "$n,${scale_payload[$n]},${scale_seconds[$n]},${scale_du[$n]},$(du_bytes "$work/db.scale.$n")" >>"$raw/disk.csv"
   rm -rf "$work/db.scale.$n"
 done
+
+# --- 5. command-level hit -------------------------------------------------------------------
+# One kernel, cached everywhere first: kcache (its first compile is the miss that also makes the
+# CLI remember the daemon), ccache and sccache (a first run each). Then hyperfine runs each
+# command $command_runs times, interleaved by hyperfine's order within one run. The hit counters
+# of ccache and sccache are read after, to show every measured run was a hit.
+nvcc=/usr/local/cuda/bin/nvcc
+if part command; then
+  missing=""
+  for tool in hyperfine ccache sccache; do command -v $tool >/dev/null || missing="$missing $tool"; done
+  [ -x "$nvcc" ] || missing="$missing nvcc(/usr/local/cuda)"
+  if [ -n "$missing" ]; then
+    echo "run.sh: command-level hit skipped, missing:$missing (apt-get install hyperfine ccache sccache)" >&2
+    echo "$missing" >"$raw/command.skipped"
+  else
+    say "command-level hit: kcache compile vs ccache / sccache nvcc -c ($command_runs runs each)"
+    start_kcached "$work/db.command" command --http-listen 127.0.0.1:0
+    export KCACHE_STATE_DIR=$work/state CCACHE_DIR=$work/ccache SCCACHE_DIR=$work/sccache
+    export CCACHE_NOHASHDIR=1 SCCACHE_IDLE_TIMEOUT=0 PATH=/usr/local/cuda/bin:$PATH
+    src_ll=$root/tests/data/kernels/saxpy.ll src_cu=$root/bench/corpus/saxpy.cu
+    kc="$build/client/kcache --server $kcached_addr compile $src_ll --arch sm_90 --emit cubin -o $work/k.cubin"
+    cc="ccache $nvcc -c -arch=sm_90 $src_cu -o $work/c.o"
+    sc="sccache $nvcc -c -arch=sm_90 $src_cu -o $work/s.o"
+    $kc >/dev/null && $cc && $sc
+    ccache -z >/dev/null; sccache -z >/dev/null
+    hyperfine -N --style none --warmup 5 --runs "$command_runs" --export-json "$raw/command.json" \
+      -n "kcache compile" "$kc" -n "kcache-grpc compile (gRPC, no fast path)" "env KCACHE_FAST_PATH=0 $kc" \
+      -n "ccache nvcc -c" "$cc" -n "sccache nvcc -c" "$sc" >&2
+    {
+      echo "system,hits,misses"
+      ccache --print-stats | awk -F'\t' '$1=="direct_cache_hit"{d=$2} $1=="preprocessed_cache_hit"{p=$2} $1=="cache_miss"{m=$2} END{print "ccache," d+p "," m}'
+      sccache --show-stats --stats-format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["stats"]; print("sccache,%d,%d" % (sum(s["cache_hits"]["counts"].values()), sum(s["cache_misses"]["counts"].values())))'
+    } >"$raw/command_hits.csv"
+    sccache --stop-server >/dev/null 2>&1 || true
+    stop_kcached
+  fi
+fi
 
 # --- report -------------------------------------------------------------------------------
 python3 "$root/bench/report.py" --raw "$raw" --out "$out_dir" --measure-ms "$measure_ms" \

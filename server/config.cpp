@@ -27,8 +27,12 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--listen", c.listen, "Address to listen on, HOST:PORT (port 0 picks a free port)")
       ->capture_default_str();
   app.add_option("--db", c.db, "Folder holding the RocksDB database")->capture_default_str();
-  std::string max_size = "10G", max_module = "64M", worker_memory = "8G";
+  std::string max_size = "10G", max_module = "64M", worker_memory = "8G", hot_cache = "256M";
   app.add_option("--max-size", max_size, "Most image bytes kept (bytes, or with K/M/G/T)")->capture_default_str();
+  app.add_option("--hot-cache-size", hot_cache,
+                 "Memory for recently read images, served without reading the database (bytes, or with K/M/G/T; 0: "
+                 "none)")
+      ->capture_default_str();
   app.add_option("--workers", c.workers, "Compile threads (0: one per core)")->capture_default_str();
   app.add_option("--queue-depth", c.queue_depth, "Compile jobs waiting before RESOURCE_EXHAUSTED (0: 4 per worker)")
       ->capture_default_str();
@@ -83,6 +87,9 @@ ParsedConfig parse_config(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (auto e = parse_size_option(max_size, c.max_size); !e.empty()) throw CLI::ValidationError("--max-size", e);
+    if (auto e = parse_size_option(hot_cache, c.hot_cache_size); !e.empty()) {
+      throw CLI::ValidationError("--hot-cache-size", e);
+    }
     if (auto e = parse_size_option(max_module, c.max_module_size); !e.empty()) {
       throw CLI::ValidationError("--max-module-size", e);
     }

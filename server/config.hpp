@@ -12,6 +12,7 @@ struct Config {
   std::string listen = "127.0.0.1:7878";
   std::filesystem::path db = "var/kcache";
   std::uint64_t max_size = 10ULL << 30;  // bytes of images kept
+  std::uint64_t hot_cache_size = 256ULL << 20;  // memory for recently read images; 0: none
   std::size_t workers = 0;               // 0: one per core
   std::size_t queue_depth = 0;           // 0: 4 per worker
   std::string log_level = "info";

@@ -85,7 +85,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     if (!auth) return auth.error();
     *d->m_auth = std::move(*auth);
   }
-  auto store = Store::open(StoreOptions{config.db, check_host_object, config.max_size});
+  StoreOptions store_options{config.db, check_host_object, config.max_size};
+  store_options.hot_cache_bytes = config.hot_cache_size;
+  auto store = Store::open(store_options);
   if (!store) return store.error();
   d->m_store = std::move(*store);
 

@@ -77,7 +77,7 @@ std::string label(const std::string& v) {
 // Stats fields that are levels, not running totals.
 bool is_gauge(const std::string& field) {
   return field == "entries" || field == "bytes" || field == "images" || field == "queued_jobs" ||
-         field == "running_jobs" || field == "max_bytes";
+         field == "running_jobs" || field == "max_bytes" || field == "hot_cache_bytes";
 }
 
 }  // namespace

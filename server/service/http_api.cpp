@@ -61,13 +61,13 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind});
     if (!image) return (void)finish("GetImage", res, image.error());
     finish("GetImage", res, {});
-    res.set_header("X-Kcache-Sha256", to_hex(image->meta.sha256));
-    if (!image->meta.stubbed.empty()) {
+    res.set_header("X-Kcache-Sha256", to_hex((*image)->meta.sha256));
+    if (!(*image)->meta.stubbed.empty()) {
       std::string stubbed;
-      for (const std::string& s : image->meta.stubbed) stubbed += (stubbed.empty() ? "" : ",") + s;
+      for (const std::string& s : (*image)->meta.stubbed) stubbed += (stubbed.empty() ? "" : ",") + s;
       res.set_header("X-Kcache-Stubbed", stubbed);
     }
-    res.set_content(image->data, "application/octet-stream");
+    res.set_content((*image)->data, "application/octet-stream");
   });
 }
 

@@ -206,8 +206,8 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
       response.Clear();
       return compile(request, response, key_hex, true);
     }
-    to_proto(image->meta, *out);
-    attach(std::move(image->data), *out);
+    to_proto((*image)->meta, *out);
+    attach((*image)->data, *out);
   }
   if (missing.empty()) return v1::OUTCOME_HIT;
   return coalesced ? v1::OUTCOME_COALESCED : v1::OUTCOME_MISS;
@@ -274,9 +274,9 @@ grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchR
   if (!image) return fail(image.error());
 
   v1::FetchResponse message;
-  to_proto(image->meta, *message.mutable_image());
+  to_proto((*image)->meta, *message.mutable_image());
   message.mutable_image()->set_needs_jit(chosen->needs_jit);
-  std::string_view data = image->data;
+  std::string_view data = (*image)->data;
   std::size_t offset = 0;
   do {
     std::size_t n = std::min(m_limits.fetch_chunk_bytes, data.size() - offset);
@@ -290,7 +290,7 @@ grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchR
   return grpc::Status::OK;
 }
 
-Expected<Image> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
+Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
   auto call = m_calls.enter();
   if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
   ++m_counters.fetches;
@@ -372,6 +372,8 @@ v1::Stats KCacheService::snapshot() const {
   response->set_corrupt_dropped(s.corrupt_dropped);
   response->set_evictions(s.evictions);
   response->set_evicted_bytes(s.evicted_bytes);
+  response->set_hot_cache_hits(s.hot_cache_hits);
+  response->set_hot_cache_bytes(s.hot_cache_bytes);
   response->set_max_bytes(m_store.max_bytes());
   response->set_queued_jobs(m_pool.queue_depth());
   response->set_running_jobs(m_pool.running());

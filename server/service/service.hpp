@@ -109,7 +109,7 @@ class KCacheService final : public v1::KCache::Service {
   }
   // Exactly the image `which` of (side, key), for the HTTP API (authorize first); counted as a
   // fetch.
-  Expected<Image> read_image(Side side, std::string_view key_hex, const ImageRequest& which);
+  Expected<std::shared_ptr<const Image>> read_image(Side side, std::string_view key_hex, const ImageRequest& which);
   // The toolchain fingerprint (hex) every key includes, for callers that compute keys.
   std::string fingerprint_hex() const { return to_hex(m_compiler.toolchain().fingerprint); }
   // Where the HTTP API listens (0: it does not); GetCapabilities tells clients.

@@ -21,6 +21,7 @@
 #include "kcache/job.hpp"
 #include "kcache/key.hpp"
 #include "image.hpp"
+#include "store/hot_cache.hpp"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -43,6 +44,8 @@ struct StoreStats {
   std::uint64_t corrupt_dropped = 0;
   std::uint64_t evictions = 0;      // entries evicted since open
   std::uint64_t evicted_bytes = 0;  // their payload bytes
+  std::uint64_t hot_cache_hits = 0;   // reads answered by the hot cache
+  std::uint64_t hot_cache_bytes = 0;  // bytes it holds
 };
 
 // What Store::verify found.
@@ -72,6 +75,8 @@ struct StoreOptions {
   std::uint64_t max_bytes = 0;
   // How often recorded accesses are written to `meta` (reads only note them in memory).
   std::chrono::milliseconds access_flush_interval{1000};
+  // Memory for recently read images (--hot-cache-size); 0: none.
+  std::uint64_t hot_cache_bytes = 256ULL << 20;
 };
 
 class Store {
@@ -95,7 +100,8 @@ class Store {
 
   // One image with its bytes, verified against its digest. NOT_FOUND when absent. A corrupt
   // image (digest mismatch or RocksDB checksum failure) removes the whole entry and is NOT_FOUND.
-  Expected<Image> get(Side side, const Key& key, const ImageRequest& which);
+  // Served from the hot cache (store/hot_cache.hpp) when the image was read recently.
+  Expected<std::shared_ptr<const Image>> get(Side side, const Key& key, const ImageRequest& which);
 
   StoreStats stats() const;
   std::uint64_t max_bytes() const { return m_max_bytes; }
@@ -144,6 +150,7 @@ class Store {
   rocksdb::ColumnFamilyHandle* m_meta = nullptr;
 
   HostImageCheck m_host_image_check;
+  std::unique_ptr<HotCache> m_hot;  // null without one
   std::uint64_t m_max_bytes = 0;
   std::chrono::milliseconds m_access_flush_interval{1000};
   // Serialises writers so the usage counters in `meta` change in the same batch as the data.

@@ -43,16 +43,43 @@ TEST_F(StoreTest, PutThenListAndGetRoundTrip) {
   ASSERT_EQ(listed->size(), 2u);
   auto got = m_store->get(Side::device, key("a"), {"sm_80", ImageKind::ptx});
   ASSERT_TRUE(got) << got.error().message;
-  EXPECT_EQ(got->data, "ptx for 80");
-  ASSERT_EQ(got->meta.kernels.size(), 1u);
-  EXPECT_EQ(got->meta.kernels[0].registers, 12u);
+  EXPECT_EQ((*got)->data, "ptx for 80");
+  ASSERT_EQ((*got)->meta.kernels.size(), 1u);
+  EXPECT_EQ((*got)->meta.kernels[0].registers, 12u);
   auto big = m_store->get(Side::device, key("a"), {"sm_90", ImageKind::cubin});
   ASSERT_TRUE(big);
-  EXPECT_EQ(big->data, std::string(100000, 'c'));
+  EXPECT_EQ((*big)->data, std::string(100000, 'c'));
   StoreStats s = m_store->stats();
   EXPECT_EQ(s.entries, 1u);
   EXPECT_EQ(s.images, 2u);
   EXPECT_EQ(s.bytes, 10u + 100000u);
+}
+
+TEST_F(StoreTest, RepeatedReadsComeFromTheHotCacheAndWritesDropIt) {
+  const ImageRequest which{"sm_90", ImageKind::ptx};
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(which, "first")}));
+  auto first = m_store->get(Side::device, key("a"), which);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(m_store->stats().hot_cache_hits, 0u);
+  EXPECT_EQ(m_store->stats().hot_cache_bytes, 5u);
+  auto again = m_store->get(Side::device, key("a"), which);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(m_store->stats().hot_cache_hits, 1u);
+  EXPECT_EQ(again->get(), first->get()) << "the same bytes in memory, not read again";
+
+  // A write of the entry drops it: the next read sees the new bytes.
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(which, "second")}));
+  auto replaced = m_store->get(Side::device, key("a"), which);
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ((*replaced)->data, "second");
+  // So does removing it, and the other side never sees it.
+  ASSERT_TRUE(m_store->get(Side::device, key("a"), which));
+  EXPECT_FALSE(m_store->get(Side::host, key("a"), which));
+  ASSERT_TRUE(m_store->remove(Side::device, key("a")));
+  auto removed = m_store->get(Side::device, key("a"), which);
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error().code, ErrorCode::k_not_found);
+  EXPECT_EQ(m_store->stats().hot_cache_bytes, 0u);
 }
 
 TEST_F(StoreTest, SidesNeverSeeEachOther) {

@@ -1,0 +1,61 @@
+#include "store/hot_cache.hpp"
+
+namespace kcache::server {
+
+std::string HotCache::prefix(Side side, const Key& key) {
+  return std::string(1, side == Side::host ? 'h' : 'd') + std::string(key.bytes());
+}
+
+std::shared_ptr<const Image> HotCache::find(Side side, const Key& key, const ImageRequest& which) {
+  std::lock_guard lock(m_mutex);
+  auto it = m_slots.find(prefix(side, key) + which.arch + '\0' + std::string(kind_name(which.kind)));
+  if (it == m_slots.end()) return nullptr;
+  m_lru.splice(m_lru.begin(), m_lru, it->second.lru);
+  ++m_hits;
+  return it->second.image;
+}
+
+std::uint64_t HotCache::generation() const {
+  std::lock_guard lock(m_mutex);
+  return m_generation;
+}
+
+void HotCache::insert(Side side, const Key& key, std::shared_ptr<const Image> image, std::uint64_t generation) {
+  std::uint64_t size = image->data.size();
+  if (size > m_max_bytes / 4) return;  // one image never takes most of the cache
+  std::string id = prefix(side, key) + image->meta.arch + '\0' + std::string(kind_name(image->meta.kind));
+  std::lock_guard lock(m_mutex);
+  if (generation != m_generation || m_slots.contains(id)) return;
+  while (m_bytes + size > m_max_bytes && !m_lru.empty()) {
+    auto victim = m_slots.find(m_lru.back());
+    m_bytes -= victim->second.image->data.size();
+    m_slots.erase(victim);
+    m_lru.pop_back();
+  }
+  m_lru.push_front(id);
+  m_slots.emplace(std::move(id), Slot{std::move(image), m_lru.begin()});
+  m_bytes += size;
+}
+
+void HotCache::drop(Side side, const Key& key) {
+  std::string p = prefix(side, key);
+  std::lock_guard lock(m_mutex);
+  ++m_generation;
+  for (auto it = m_slots.lower_bound(p); it != m_slots.end() && it->first.starts_with(p);) {
+    m_bytes -= it->second.image->data.size();
+    m_lru.erase(it->second.lru);
+    it = m_slots.erase(it);
+  }
+}
+
+std::uint64_t HotCache::bytes() const {
+  std::lock_guard lock(m_mutex);
+  return m_bytes;
+}
+
+std::uint64_t HotCache::hits() const {
+  std::lock_guard lock(m_mutex);
+  return m_hits;
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,50 @@
+// Recently read images, kept in memory after their digest check, so a repeated fetch skips the
+// RocksDB read, the blob's LZ4 and CRC32c and the SHA-256 re-check (about 45% of the daemon's CPU
+// for a 64 KiB fetch; bench/README.md). Keyed by (side, key, arch, kind), bounded in bytes,
+// least recently used dropped first. The store drops a key's images whenever the entry is
+// written or removed, and an image read while that happened is not cached (generations).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "image.hpp"
+#include "kcache/key.hpp"
+
+namespace kcache::server {
+
+class HotCache {
+ public:
+  explicit HotCache(std::uint64_t max_bytes) : m_max_bytes(max_bytes) {}
+
+  // The cached image, or null.
+  std::shared_ptr<const Image> find(Side side, const Key& key, const ImageRequest& which);
+  // Taken before reading an image from the store; insert() keeps the image only if no key was
+  // dropped since.
+  std::uint64_t generation() const;
+  void insert(Side side, const Key& key, std::shared_ptr<const Image> image, std::uint64_t generation);
+  // Drops every image of (side, key).
+  void drop(Side side, const Key& key);
+
+  std::uint64_t bytes() const;
+  std::uint64_t hits() const;
+
+ private:
+  struct Slot {
+    std::shared_ptr<const Image> image;
+    std::list<std::string>::iterator lru;
+  };
+  static std::string prefix(Side side, const Key& key);
+
+  const std::uint64_t m_max_bytes;
+  mutable std::mutex m_mutex;  // guards everything below
+  std::map<std::string, Slot> m_slots;  // side | key | arch '\0' kind, so a key's images are adjacent
+  std::list<std::string> m_lru;         // most recent first
+  std::uint64_t m_bytes = 0, m_generation = 0, m_hits = 0;
+};
+
+}  // namespace kcache::server
