@@ -363,6 +363,9 @@ def plot(args, by, sizes, sc, store, counts, coalesce):
     if not gnuplot:
         print("(gnuplot not installed: no compare.png; apt-get install gnuplot-nox)", file=sys.stderr)
         return
+    if not by:
+        print("(no hit-path measurements in this run: no compare.png)", file=sys.stderr)
+        return
     data = os.path.join(args.raw, "plot")
     os.makedirs(data, exist_ok=True)
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string_view>
 
 #include "compile/compiler.hpp"
@@ -19,6 +20,9 @@ std::unique_ptr<kcache::server::Compiler> g_compiler;
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // No toolkit: PTX only, no child processes, the same on every machine.
   g_compiler = std::make_unique<kcache::server::Compiler>(kcache::server::detect_toolchain("/nonexistent/cuda"));
+  // As in a worker: an allocation LLVM cannot make is std::bad_alloc, which the worker reports
+  // as RESOURCE_EXHAUSTED (run with ASAN_OPTIONS=allocator_may_return_null=1 so it happens).
+  kcache::server::throw_bad_alloc_from_llvm();
   return 0;
 }
 
@@ -39,7 +43,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                                              : kcache::ImageKind::ptx});
   if (!images) return 0;
   job.images = *images;
-  auto output = g_compiler->compile(job);
-  if (output && output->images.size() != job.images.size()) __builtin_trap();
+  try {
+    auto output = g_compiler->compile(job);
+    if (output && output->images.size() != job.images.size()) __builtin_trap();
+  } catch (const std::bad_alloc&) {
+    // The worker's memory limit: RESOURCE_EXHAUSTED, tested in tests/integration/isolation_test.
+  }
   return 0;
 }

@@ -44,4 +44,9 @@ class Compiler {
   Toolchain m_toolchain;
 };
 
+// LLVM reports an allocation that fails (a hostile module of a few bytes can ask for gigabytes,
+// found by fuzz/module_fuzzer) to its bad-alloc handler, which aborts by default. This one throws
+// std::bad_alloc instead, which a worker turns into RESOURCE_EXHAUSTED and a fresh worker.
+void throw_bad_alloc_from_llvm();
+
 }  // namespace kcache::server

@@ -1,5 +1,8 @@
 #include "compile/llvm_common.hpp"
 
+#include "compile/compiler.hpp"
+
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/AsmParser/Parser.h>
@@ -205,6 +208,10 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   if (!m_path.empty()) std::filesystem::remove_all(m_path, ec);
+}
+
+void throw_bad_alloc_from_llvm() {
+  llvm::install_bad_alloc_error_handler([](void*, const char*, bool) { throw std::bad_alloc(); });
 }
 
 }  // namespace kcache::server

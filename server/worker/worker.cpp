@@ -122,6 +122,7 @@ int worker_main(int argc, char** argv) {
     }
   }
 
+  throw_bad_alloc_from_llvm();
   Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler)));
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));

@@ -115,5 +115,22 @@ TEST_F(Isolation, AWorkerOutOfMemoryFailsItsJobWithResourceExhausted) {
   EXPECT_EQ(stats().worker_restarts(), 1u);
 }
 
+// Found by fuzz/module_fuzzer: 1.6 KB of bitcode whose attribute list makes LLVM's reader ask for
+// 32 GiB. LLVM reports that to its bad-alloc handler, which would abort the worker; the worker's
+// handler makes it the same clean RESOURCE_EXHAUSTED as any other allocation past the limit.
+TEST_F(Isolation, BitcodeThatAsksLlvmForGigabytesIsResourceExhausted) {
+#ifdef KCACHE_TEST_ASAN
+  GTEST_SKIP() << "AddressSanitizer build: workers have no memory limit to hit";
+#endif
+  v1::CompileRequest request = device_request(read_test_data("hostile/huge-attribute-list.bc"), {"sm_90"});
+  request.set_format(v1::FORMAT_LLVM_BITCODE);
+  auto r = m_client->compile(request);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_resource_exhausted) << r.error().message;
+  EXPECT_NE(r.error().message.find("ran out of memory in its worker"), std::string::npos) << r.error().message;
+  expect_compiles(read_test_data("kernels/saxpy.ll"));
+  EXPECT_EQ(stats().worker_restarts(), 1u) << "a fresh worker took its place";
+}
+
 }  // namespace
 }  // namespace kcache::test
