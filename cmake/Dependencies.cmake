@@ -13,6 +13,7 @@ find_package(RocksDB CONFIG REQUIRED)
 
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)  # gRPC's own; kcached turns off its mutex deadlock detection
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 # OpenSSL comes with gRPC and cpp-httplib (TLS); SHA-256 is Nettle (common/src/sha256.cpp).

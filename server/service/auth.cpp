@@ -62,7 +62,7 @@ Expected<Authenticator> Authenticator::load(const std::filesystem::path& path) {
   return auth;
 }
 
-Expected<void> Authenticator::check(const grpc::ServerContext& context, Role needed, const char* method) const {
+Expected<void> Authenticator::check(const grpc::ServerContextBase& context, Role needed, const char* method) const {
   if (!m_enabled) return {};
   const auto& metadata = context.client_metadata();
   auto header = metadata.find("authorization");

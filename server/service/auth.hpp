@@ -34,7 +34,7 @@ class Authenticator {
 
   // OK when the call carries a token whose role includes `needed`; UNAUTHENTICATED without a
   // known token, PERMISSION_DENIED with one whose role falls short. Logs denials.
-  Expected<void> check(const grpc::ServerContext& context, Role needed, const char* method) const;
+  Expected<void> check(const grpc::ServerContextBase& context, Role needed, const char* method) const;
   // The same for any transport: `authorization` is the header's value ("Bearer TOKEN" or empty),
   // `peer` names the caller in the log.
   Expected<void> check(std::string_view authorization, const std::string& peer, Role needed, const char* method) const;

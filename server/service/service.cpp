@@ -64,7 +64,7 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
   return m_active;
 }
 
-Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContext& context, Role needed,
+Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContextBase& context, Role needed,
                                                   const char* method) {
   if (auto allowed = m_auth.check(context, needed, method); !allowed) return allowed.error();
   auto call = m_calls.enter();
@@ -239,55 +239,93 @@ grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::Comp
   return grpc::Status::OK;
 }
 
-grpc::Status KCacheService::Fetch(grpc::ServerContext* context, const v1::FetchRequest* request,
-                                  grpc::ServerWriter<v1::FetchResponse>* writer) {
-  auto call = admit(*context, Role::read, "Fetch");
-  if (!call) return wire::to_status(call.error());
-  ++m_counters.fetches;
-  auto fail = [&](Error error) {
-    ++m_counters.errors;
-    spdlog::warn("fetch key={:.12} arch={} code={} error={}", request->key(), request->arch(),
-                 error_code_name(error.code), error.message);
-    return wire::to_status(error);
-  };
-  auto key = parse_key(request->key());
-  if (!key) return fail(key.error());
-  Side side = wire::from_proto(request->side());
-  std::optional<ImageKind> kind = wire::from_proto(request->kind());
+Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchRequest& request) {
+  auto key = parse_key(request.key());
+  if (!key) return key.error();
+  Side side = wire::from_proto(request.side());
+  std::optional<ImageKind> kind = wire::from_proto(request.kind());
   auto metas = m_store.list(side, *key);
-  if (!metas) return fail(metas.error());
+  if (!metas) return metas.error();
   if (metas->empty()) {
-    return fail(make_error(ErrorCode::k_not_found,
-                           "key " + key->hex() + " is not stored on the " + std::string(side_name(side)) + " side"));
+    return make_error(ErrorCode::k_not_found,
+                      "key " + key->hex() + " is not stored on the " + std::string(side_name(side)) + " side");
   }
   std::vector<ImageRequest> candidates;
   for (const ImageMeta& m : *metas) candidates.push_back(m.id());
-
-  auto selected = select_for_side(side, candidates, request->arch(), kind);
-  if (!selected) return fail(selected.error());
+  auto selected = select_for_side(side, candidates, request.arch(), kind);
+  if (!selected) return selected.error();
   const std::optional<Selection>& chosen = *selected;
   if (!chosen) {
-    return fail(make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " +
-                                                       request->arch() + "; it has " + image_list(*metas)));
+    return make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " + request.arch() +
+                                                  "; it has " + image_list(*metas));
   }
   auto image = m_store.get(side, *key, candidates[chosen->index]);
-  if (!image) return fail(image.error());
+  if (!image) return image.error();
+  return FetchedImage{std::move(*image), chosen->needs_jit};
+}
 
-  v1::FetchResponse message;
-  to_proto((*image)->meta, *message.mutable_image());
-  message.mutable_image()->set_needs_jit(chosen->needs_jit);
-  std::string_view data = (*image)->data;
-  std::size_t offset = 0;
-  do {
-    std::size_t n = std::min(m_limits.fetch_chunk_bytes, data.size() - offset);
-    message.set_chunk(data.data() + offset, n);
-    offset += n;
-    if (!writer->Write(message)) {
-      return fail(make_error(ErrorCode::k_cancelled, "the client went away during the fetch"));
+// Streams one image in chunks from gRPC's own event threads (the callback API): no hand-off to a
+// synchronous worker thread per call, which was most of a small fetch's cost (bench/README.md).
+// The last chunk goes with the status in one batch.
+class KCacheService::FetchReactor final : public grpc::ServerWriteReactor<v1::FetchResponse> {
+ public:
+  FetchReactor(KCacheService& service, grpc::CallbackServerContext* context, const v1::FetchRequest& request)
+      : m_service(service), m_key(request.key()), m_arch(request.arch()) {
+    auto call = service.admit(*context, Role::read, "Fetch");
+    if (!call) {
+      Finish(wire::to_status(call.error()));
+      return;
     }
-    message.clear_image();
-  } while (offset < data.size() && !context->IsCancelled());
-  return grpc::Status::OK;
+    m_call.emplace(std::move(*call));
+    ++service.m_counters.fetches;
+    auto found = service.find_image(request);
+    if (!found) {
+      fail(found.error());
+      return;
+    }
+    m_image = std::move(found->image);
+    to_proto(m_image->meta, *m_message.mutable_image());
+    m_message.mutable_image()->set_needs_jit(found->needs_jit);
+    write_next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return fail(make_error(ErrorCode::k_cancelled, "the client went away during the fetch"));
+    m_message.clear_image();
+    write_next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void write_next() {
+    std::string_view data = m_image->data;
+    std::size_t n = std::min(m_service.m_limits.fetch_chunk_bytes, data.size() - m_offset);
+    m_message.set_chunk(data.data() + m_offset, n);
+    m_offset += n;
+    if (m_offset < data.size()) {
+      StartWrite(&m_message);
+    } else {
+      StartWriteAndFinish(&m_message, grpc::WriteOptions(), grpc::Status::OK);
+    }
+  }
+  void fail(const Error& error) {
+    ++m_service.m_counters.errors;
+    spdlog::warn("fetch key={:.12} arch={} code={} error={}", m_key, m_arch, error_code_name(error.code),
+                 error.message);
+    Finish(wire::to_status(error));
+  }
+
+  KCacheService& m_service;
+  std::string m_key, m_arch;
+  std::optional<CallTracker::Guard> m_call;  // held until the call is done, for the drain
+  std::shared_ptr<const Image> m_image;
+  v1::FetchResponse m_message;
+  std::size_t m_offset = 0;
+};
+
+grpc::ServerWriteReactor<v1::FetchResponse>* KCacheService::Fetch(grpc::CallbackServerContext* context,
+                                                                  const v1::FetchRequest* request) {
+  return new FetchReactor(*this, context, *request);
 }
 
 Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {

@@ -67,7 +67,7 @@ class CallTracker {
   bool m_draining = false;
 };
 
-class KCacheService final : public v1::KCache::Service {
+class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCache::Service> {
  public:
   // `compiler` checks requests and describes the toolchain; compiles run on `workers`, one job
   // per `pool` thread.
@@ -87,8 +87,8 @@ class KCacheService final : public v1::KCache::Service {
 
   grpc::Status Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
                        v1::CompileResponse* response) override;
-  grpc::Status Fetch(grpc::ServerContext* context, const v1::FetchRequest* request,
-                     grpc::ServerWriter<v1::FetchResponse>* writer) override;
+  grpc::ServerWriteReactor<v1::FetchResponse>* Fetch(grpc::CallbackServerContext* context,
+                                                     const v1::FetchRequest* request) override;
   grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                       v1::LookupResponse* response) override;
   grpc::Status GetCapabilities(grpc::ServerContext* context, const v1::GetCapabilitiesRequest* request,
@@ -121,7 +121,15 @@ class KCacheService final : public v1::KCache::Service {
  private:
   // Admits a call: a guard that keeps it counted for the drain, or the status to return
   // (shutting down, no or unknown token, a role that falls short).
-  Expected<CallTracker::Guard> admit(const grpc::ServerContext& context, Role needed, const char* method);
+  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method);
+
+  // The image a Fetch asks for, by CUDA's selection rules (kcache/select.hpp).
+  struct FetchedImage {
+    std::shared_ptr<const Image> image;
+    bool needs_jit = false;
+  };
+  Expected<FetchedImage> find_image(const v1::FetchRequest& request);
+  class FetchReactor;
 
   // The body of Compile; returns the outcome or the error, which Compile counts and logs.
   Expected<v1::Outcome> compile(const v1::CompileRequest& request, v1::CompileResponse& response,
