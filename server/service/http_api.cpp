@@ -8,6 +8,8 @@
 namespace kcache::server {
 namespace {
 
+constexpr std::size_t k_http_threads = 64;
+
 int http_status(ErrorCode code) {
   switch (code) {
     case ErrorCode::k_invalid_argument: return 400;
@@ -29,6 +31,11 @@ void send_error(httplib::Response& res, const Error& e) {
 }  // namespace
 
 void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics) {
+  // cpp-httplib serves each connection on a pool thread for as long as it is kept alive; its
+  // default pool (8 threads here) would leave a build's concurrent `kcache compile`s waiting for
+  // each other. Reads are short, so a wide pool and a short keep-alive.
+  server.new_task_queue = [] { return new httplib::ThreadPool(k_http_threads); };
+  server.set_keep_alive_timeout(2);
   // Counts the call like the gRPC interceptor does, then answers with `result`'s error if any.
   auto finish = [&metrics](const char* method, httplib::Response& res, const Expected<void>& result) {
     metrics.count_request("kcache.http", method, result ? 0 : wire::to_status(result.error()).error_code());

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <future>
 
 #include "daemon_fixture.hpp"
 
@@ -120,6 +121,27 @@ TEST_F(HttpApi, ExplainsEachBadRequestAndKeepsServing) {
   CommandResult still = compile(m_dir.path() / "b");
   ASSERT_EQ(still.exit_code, 0) << still.err;
   EXPECT_TRUE(still.out.starts_with("hit  ")) << still.out;
+}
+
+// A build runs many compiles at once: 32 concurrent cached compiles (more than cpp-httplib's
+// default pool of connection threads) all come back as hits over HTTP.
+TEST_F(HttpApi, ManyConcurrentCachedCompilesAreAllServed) {
+  ASSERT_EQ(compile(m_dir.path() / "a").exit_code, 0);
+  std::filesystem::path src = m_dir.path() / "saxpy.ll";
+  std::vector<std::future<CommandResult>> runs;
+  for (int i = 0; i < 32; ++i) {
+    std::filesystem::path out = m_dir.path() / ("k" + std::to_string(i) + ".ptx");
+    runs.push_back(std::async(std::launch::async, [&, out] {
+      return run_cli({"compile", src.string(), "--arch", "sm_90", "-o", out.string()}, m_daemon->address());
+    }));
+  }
+  for (auto& r : runs) {
+    CommandResult done = r.get();
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+    EXPECT_TRUE(done.out.starts_with("hit  ")) << done.out;
+  }
+  EXPECT_EQ(ok_calls("kcache.http", "GetImage"), 32u);
+  EXPECT_EQ(ok_calls("kcache.v1.KCache", "Compile"), 1u);
 }
 
 // A daemon without --http-listen: the CLI learns there is no HTTP API and always goes the full way.
