@@ -7,6 +7,7 @@
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/AutoUpgrade.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DebugInfo.h>
 #include <llvm/IR/GlobalAlias.h>
@@ -26,6 +27,7 @@
 #include <llvm/Config/llvm-config.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <set>
 
 namespace kcache::server {
@@ -59,6 +61,77 @@ llvm::CodeGenOptLevel codegen_level(std::uint32_t level) {
   }
 }
 
+// What LLVM's nvvm.annotations upgrade (llvm::UpgradeNVVMAnnotations, run by the text parser)
+// takes for granted without checking in a release build: found by fuzz/module_fuzzer, an entry
+// with a key but no value made it read past the end of the tuple and crash the worker.
+constexpr std::string_view k_annotations = "nvvm.annotations";
+constexpr std::string_view k_unchecked_annotations = "kcache.unchecked.nvvm.annotations";
+
+bool is_int(const llvm::Metadata* md) { return llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(md) != nullptr; }
+
+// Each entry: a function or global (or null), then KEY, VALUE pairs; keys are strings; values
+// are integers, or (grid_constant) a tuple of integers. The keys LLVM turns into function
+// attributes must annotate a function, and "align" must hold a power of two.
+Expected<void> check_annotations(const llvm::NamedMDNode& annotations) {
+  static const std::set<std::string, std::less<>> function_keys = {
+      "kernel",      "maxntidx",      "maxntidy",      "maxntidz",       "reqntidx",           "reqntidy",
+      "reqntidz",    "cluster_dim_x", "cluster_dim_y", "cluster_dim_z",  "maxclusterrank",     "cluster_max_blocks",
+      "minctasm",    "maxnreg",       "grid_constant", "align"};
+  for (unsigned i = 0; i < annotations.getNumOperands(); ++i) {
+    const llvm::MDNode* entry = annotations.getOperand(i);
+    auto bad = [&](const std::string& why) {
+      return invalid("!nvvm.annotations entry " + std::to_string(i) + " is malformed: " + why +
+                     " (expected !{ptr @function, !\"key\", i32 value, ...})");
+    };
+    if (!llvm::isa<llvm::MDTuple>(entry) || entry->getNumOperands() == 0) return bad("it is not a non-empty tuple");
+    if (entry->getNumOperands() % 2 == 0) return bad("a key has no value");
+    const llvm::Metadata* target = entry->getOperand(0);
+    auto* global = llvm::mdconst::dyn_extract_or_null<llvm::GlobalValue>(target);
+    if (target != nullptr && global == nullptr) return bad("its first element is not a function or global");
+    for (unsigned j = 1; j + 1 < entry->getNumOperands(); j += 2) {
+      auto* key = llvm::dyn_cast_or_null<llvm::MDString>(entry->getOperand(j));
+      if (key == nullptr) return bad("element " + std::to_string(j) + " is not a key string");
+      const llvm::Metadata* value = entry->getOperand(j + 1);
+      std::string name = key->getString().str();
+      if (name == "grid_constant") {
+        auto* list = llvm::dyn_cast_or_null<llvm::MDTuple>(value);
+        if (list == nullptr || !std::all_of(list->op_begin(), list->op_end(), [](const llvm::MDOperand& o) {
+              return is_int(o.get());
+            })) {
+          return bad("grid_constant's value is not a tuple of integers");
+        }
+      } else if (!is_int(value)) {
+        return bad("the value of '" + name + "' is not an integer");
+      }
+      if (function_keys.contains(name) && (global == nullptr || !llvm::isa<llvm::Function>(global))) {
+        return bad("'" + name + "' annotates something that is not a function");
+      }
+      if (name == "align") {
+        std::uint64_t v = llvm::mdconst::extract<llvm::ConstantInt>(value)->getZExtValue() & 0xFFFF;
+        if (v == 0 || (v & (v - 1)) != 0) return bad("an 'align' value is not a power of two");
+      }
+    }
+  }
+  return {};
+}
+
+// `text` with each definition of the named metadata !nvvm.annotations (at the start of a line,
+// before '=') renamed to !kcache.unchecked.nvvm.annotations.
+std::string hide_annotations(std::string_view text) {
+  static constexpr std::string_view name = "!nvvm.annotations";
+  std::string out;
+  std::size_t done = 0;
+  for (std::size_t at = text.find(name); at != std::string_view::npos; at = text.find(name, at + name.size())) {
+    std::size_t line = text.find_last_not_of(" \t", at == 0 ? std::string_view::npos : at - 1);
+    bool line_start = at == 0 || line == std::string_view::npos || text[line] == '\n';
+    std::size_t after = text.find_first_not_of(" \t", at + name.size());
+    if (!line_start || after == std::string_view::npos || text[after] != '=') continue;
+    out.append(text.substr(done, at - done)).append("!").append(k_unchecked_annotations);
+    done = at + name.size();
+  }
+  return out.append(text.substr(done));
+}
+
 Expected<std::unique_ptr<llvm::Module>> parse(llvm::LLVMContext& ctx, InputFormat format, std::string_view bytes) {
   if (bytes.empty()) return invalid("the module is empty: send LLVM bitcode, LLVM text IR or PTX");
   if (format == InputFormat::llvm_bitcode) {
@@ -70,16 +143,29 @@ Expected<std::unique_ptr<llvm::Module>> parse(llvm::LLVMContext& ctx, InputForma
     llvm::MemoryBufferRef buffer(llvm::StringRef(bytes.data(), bytes.size()), "module.bc");
     auto module = llvm::parseBitcodeFile(buffer, ctx);
     if (!module) return invalid("the module is not valid LLVM bitcode: " + llvm::toString(module.takeError()));
+    if (const llvm::NamedMDNode* annotations = (*module)->getNamedMetadata(k_annotations)) {
+      if (auto checked = check_annotations(*annotations); !checked) return checked.error();
+    }
     return std::move(*module);
   }
+  // The text parser upgrades !nvvm.annotations as it finishes, before anything could check them:
+  // they are renamed for the parse, checked, then restored and upgraded as the parser would.
+  std::string text = hide_annotations(bytes);
   // The text parser needs a NUL-terminated buffer; the copy provides it.
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(bytes.data(), bytes.size()), "module.ll");
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(text, "module.ll");
   llvm::SMDiagnostic diagnostic;
   auto module = llvm::parseAssembly(buffer->getMemBufferRef(), diagnostic, ctx);
   if (!module) {
     return invalid("LLVM IR syntax error at module.ll:" + std::to_string(diagnostic.getLineNo()) + ":" +
                    std::to_string(diagnostic.getColumnNo() + 1) + ": " + diagnostic.getMessage().str() +
                    (diagnostic.getLineContents().empty() ? "" : "\n  " + diagnostic.getLineContents().str()));
+  }
+  if (llvm::NamedMDNode* unchecked = module->getNamedMetadata(k_unchecked_annotations)) {
+    if (auto checked = check_annotations(*unchecked); !checked) return checked.error();
+    llvm::NamedMDNode* annotations = module->getOrInsertNamedMetadata(k_annotations);
+    for (llvm::MDNode* entry : unchecked->operands()) annotations->addOperand(entry);
+    module->eraseNamedMetadata(unchecked);
+    llvm::UpgradeNVVMAnnotations(*module);
   }
   return module;
 }

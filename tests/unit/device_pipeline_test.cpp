@@ -119,6 +119,16 @@ TEST(DevicePipeline, ExplainsEachBadInput) {
        "undefined symbols remain after linking rtlib and libdevice: llvm.nvvm.no.such.thing", InputFormat::llvm_text, {"k"}},
       {"kernel name outside PTX's identifiers", "define void @\"k\\b0x\"() {\n  ret void\n}\n",
        "must be PTX identifiers", InputFormat::llvm_text, {"k\xb0x"}},
+      // Found by fuzz/module_fuzzer: LLVM's annotation upgrade read past the end of this entry
+      // and crashed the worker. The others are the rest of what that upgrade takes on trust.
+      {"annotation key without a value", "define void @k() {\n  ret void\n}\n!nvvm.annotations = !{!0}\n"
+       "!0 = !{ptr @k, !\"kernel\"}\n", "!nvvm.annotations entry 0 is malformed: a key has no value"},
+      {"annotation key not a string", "define void @k() {\n  ret void\n}\n!nvvm.annotations = !{!0}\n"
+       "!0 = !{ptr @k, i32 1, i32 1}\n", "element 1 is not a key string"},
+      {"kernel annotation on a variable", "@g = global i32 0\n!nvvm.annotations = !{!0}\n"
+       "!0 = !{ptr @g, !\"kernel\", i32 1}\n", "'kernel' annotates something that is not a function"},
+      {"empty annotation", "define void @k() {\n  ret void\n}\n  !nvvm.annotations   = !{!0}\n!0 = !{}\n",
+       "it is not a non-empty tuple"},
   };
   for (const Case& c : cases) {
     CompileOptions options;
