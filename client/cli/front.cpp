@@ -16,8 +16,8 @@
 #include <optional>
 
 #include "cli_common.hpp"
-#include "http_get.hpp"
 #include "kcache/endpoint.hpp"
+#include "kcache/http_get.hpp"
 #include "kcache/key.hpp"
 
 namespace {

@@ -114,7 +114,92 @@ Expected<v1::CompileResponse> Client::compile(const v1::CompileRequest& request)
   return response;
 }
 
+namespace {
+
+std::optional<ErrorCode> error_code_named(const std::string& name) {
+  for (int c = 0; c <= 16; ++c) {
+    auto code = static_cast<ErrorCode>(c);
+    if (name == error_code_name(code) && name != "UNKNOWN") return code;
+  }
+  return std::nullopt;
+}
+
+std::string path_part(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') {
+      out += c;
+    } else {
+      static constexpr char k_hex[] = "0123456789ABCDEF";
+      out += '%';
+      out += k_hex[static_cast<unsigned char>(c) >> 4];
+      out += k_hex[static_cast<unsigned char>(c) & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchRequest& request) {
+  if (!m_options.http_fetch || m_options.tls) return std::nullopt;
+  auto caps = capabilities();
+  if (!caps || caps->http_port() == 0) return std::nullopt;
+  std::string path = std::string("/v1/select/") + (request.side() == v1::SIDE_HOST ? "host" : "device") + "/" +
+                     path_part(request.key()) + "/" + path_part(request.arch());
+  if (auto kind = wire::from_proto(request.kind())) path += "?kind=" + std::string(kind_name(*kind));
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!m_options.token.empty()) headers.emplace_back("Authorization", "Bearer " + m_options.token);
+
+  // A kept-alive connection may have been closed by the daemon since: then once more, fresh.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::optional<HttpConnection> connection;
+    {
+      std::lock_guard lock(m_http_mutex);
+      if (!m_http_idle.empty()) {
+        connection.emplace(std::move(m_http_idle.back()));
+        m_http_idle.pop_back();
+      }
+    }
+    bool reused = connection.has_value();
+    if (!connection) {
+      auto opened = HttpConnection::open(server_host(m_options.server), static_cast<int>(caps->http_port()),
+                                         m_options.deadline);
+      if (!opened) return std::nullopt;
+      connection.emplace(std::move(*opened));
+    }
+    auto reply = connection->get(path, headers);
+    if (!reply) {
+      if (reused) continue;
+      return std::nullopt;
+    }
+    if (reply->header("connection") != "close") {
+      std::lock_guard lock(m_http_mutex);
+      m_http_idle.push_back(std::move(*connection));
+    }
+    if (reply->status != 200) {
+      auto code = error_code_named(reply->header("x-kcache-error"));
+      if (!code) return std::nullopt;  // not kcached's answer: let gRPC say what is wrong
+      std::string message = reply->body;
+      while (!message.empty() && std::isspace(static_cast<unsigned char>(message.back()))) message.pop_back();
+      return Expected<FetchedImage>(make_error(*code, message));
+    }
+    FetchedImage out;
+    auto meta = bytes_from_hex(reply->header("x-kcache-image"));
+    if (!meta || !out.image.ParseFromString(*meta)) return std::nullopt;
+    out.data = std::move(reply->body);
+    if (sha256_hex(out.data) != out.image.sha256()) {
+      return Expected<FetchedImage>(make_error(
+          ErrorCode::k_internal,
+          "the fetched image does not match its SHA-256 digest (" + std::to_string(out.data.size()) + " bytes received)"));
+    }
+    return Expected<FetchedImage>(std::move(out));
+  }
+  return std::nullopt;
+}
+
 Expected<FetchedImage> Client::fetch(const v1::FetchRequest& request) {
+  if (auto over_http = fetch_over_http(request)) return std::move(*over_http);
   auto ctx = context();
   auto reader = stub()->Fetch(ctx.get(), request);
   FetchedImage out;

@@ -6,6 +6,8 @@
 // "Performance").
 #include <nettle/sha2.h>
 
+#include <algorithm>
+
 namespace kcache {
 
 struct Sha256::Impl {
@@ -57,15 +59,24 @@ static int hex_value(char c) {
   return -1;
 }
 
-std::optional<Digest> digest_from_hex(std::string_view hex) {
-  Digest out{};
-  if (hex.size() != out.size() * 2) return std::nullopt;
+std::optional<std::string> bytes_from_hex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::string out(hex.size() / 2, '\0');
   for (std::size_t i = 0; i < out.size(); ++i) {
     int hi = hex_value(hex[2 * i]);
     int lo = hex_value(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
-    out[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+    out[i] = static_cast<char>(hi << 4 | lo);
   }
+  return out;
+}
+
+std::optional<Digest> digest_from_hex(std::string_view hex) {
+  Digest out{};
+  if (hex.size() != out.size() * 2) return std::nullopt;
+  auto bytes = bytes_from_hex(hex);
+  if (!bytes) return std::nullopt;
+  std::copy(bytes->begin(), bytes->end(), out.begin());
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "image_proto.hpp"
 #include "service/service.hpp"
 #include "wire/wire.hpp"
 
@@ -36,6 +37,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
   // each other. Reads are short, so a wide pool and a short keep-alive.
   server.new_task_queue = [] { return new httplib::ThreadPool(k_http_threads); };
   server.set_keep_alive_timeout(2);
+  server.set_keep_alive_max_count(100000);  // a library client keeps its connection
   // Counts the call like the gRPC interceptor does, then answers with `result`'s error if any.
   auto finish = [&metrics](const char* method, httplib::Response& res, const Expected<void>& result) {
     metrics.count_request("kcache.http", method, result ? 0 : wire::to_status(result.error()).error_code());
@@ -51,6 +53,36 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       return;
     }
     res.set_content(fingerprint + "\n", "text/plain");
+  });
+
+  // Fetch over HTTP, for Client::fetch: the best image for a device by CUDA's rules, its metadata
+  // (a serialized kcache.v1.Image, with needs_jit) in X-Kcache-Image as hex.
+  server.Get(R"(/v1/select/(device|host)/([^/]+)/([^/]+))",
+             [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Kcache-Fingerprint", fingerprint);
+    auto allowed = service.authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET select");
+    if (!allowed) return (void)finish("SelectImage", res, allowed);
+    v1::FetchRequest request;
+    request.set_side(req.matches[1] == "host" ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+    request.set_key(req.matches[2].str());
+    request.set_arch(req.matches[3].str());
+    if (req.has_param("kind")) {
+      auto kind = parse_kind(req.get_param_value("kind"));
+      if (!kind) {
+        return (void)finish("SelectImage", res, make_error(ErrorCode::k_invalid_argument,
+                                                           "unknown image kind '" + req.get_param_value("kind") +
+                                                               "' (use ptx, cubin or obj)"));
+      }
+      request.set_kind(wire::to_proto(*kind));
+    }
+    auto found = service.select_image(request);
+    if (!found) return (void)finish("SelectImage", res, found.error());
+    finish("SelectImage", res, {});
+    v1::Image meta;
+    to_proto(found->image->meta, meta);
+    meta.set_needs_jit(found->needs_jit);
+    res.set_header("X-Kcache-Image", to_hex(meta.SerializeAsString()));
+    res.set_content(found->image->data, "application/octet-stream");
   });
 
   server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",

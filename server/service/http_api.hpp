@@ -6,6 +6,10 @@
 //   GET /v1/fingerprint                  the toolchain fingerprint (hex) every key includes
 //   GET /v1/{device|host}/KEY/ARCH/KIND  exactly that image's bytes; 404 when not stored. No
 //                                        selection rules: a compile asks for what it named.
+//   GET /v1/select/{device|host}/KEY/ARCH[?kind=K]
+//                                        what Fetch would send: the best image for a device
+//                                        by CUDA's rules, with its metadata (a serialized
+//                                        kcache.v1.Image) in X-Kcache-Image as hex.
 //
 // Every answer carries X-Kcache-Fingerprint, so a client that computed KEY with a stale one
 // notices. An image carries X-Kcache-Sha256 and, for host objects built with stubs,

@@ -328,6 +328,19 @@ grpc::ServerWriteReactor<v1::FetchResponse>* KCacheService::Fetch(grpc::Callback
   return new FetchReactor(*this, context, *request);
 }
 
+Expected<KCacheService::FetchedImage> KCacheService::select_image(const v1::FetchRequest& request) {
+  auto call = m_calls.enter();
+  if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
+  ++m_counters.fetches;
+  auto found = find_image(request);
+  if (!found) {
+    ++m_counters.errors;
+    spdlog::warn("http fetch key={:.12} arch={} code={} error={}", request.key(), request.arch(),
+                 error_code_name(found.error().code), found.error().message);
+  }
+  return found;
+}
+
 Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
   auto call = m_calls.enter();
   if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");

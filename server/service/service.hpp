@@ -110,6 +110,14 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // Exactly the image `which` of (side, key), for the HTTP API (authorize first); counted as a
   // fetch.
   Expected<std::shared_ptr<const Image>> read_image(Side side, std::string_view key_hex, const ImageRequest& which);
+  // The image a Fetch asks for, by CUDA's selection rules (kcache/select.hpp).
+  struct FetchedImage {
+    std::shared_ptr<const Image> image;
+    bool needs_jit = false;
+  };
+  // Fetch's choice for the HTTP API (authorize first); counted as a fetch, failures logged.
+  Expected<FetchedImage> select_image(const v1::FetchRequest& request);
+
   // The toolchain fingerprint (hex) every key includes, for callers that compute keys.
   std::string fingerprint_hex() const { return to_hex(m_compiler.toolchain().fingerprint); }
   // Where the HTTP API listens (0: it does not); GetCapabilities tells clients.
@@ -123,11 +131,6 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // (shutting down, no or unknown token, a role that falls short).
   Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method);
 
-  // The image a Fetch asks for, by CUDA's selection rules (kcache/select.hpp).
-  struct FetchedImage {
-    std::shared_ptr<const Image> image;
-    bool needs_jit = false;
-  };
   Expected<FetchedImage> find_image(const v1::FetchRequest& request);
   class FetchReactor;
 

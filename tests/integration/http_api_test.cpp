@@ -144,6 +144,44 @@ TEST_F(HttpApi, ManyConcurrentCachedCompilesAreAllServed) {
   EXPECT_EQ(ok_calls("kcache.v1.KCache", "Compile"), 1u);
 }
 
+// Client::fetch over HTTP chooses and answers exactly as the gRPC Fetch does: the image, its
+// metadata (needs_jit included) and the errors.
+TEST_F(HttpApi, ClientFetchOverHttpAgreesWithGrpc) {
+  CommandResult miss = compile(m_dir.path() / "a");  // sm_80 and sm_90 PTX
+  ASSERT_EQ(miss.exit_code, 0) << miss.err;
+  std::string key = miss.out.substr(6, 64);
+  ClientOptions grpc_only{m_daemon->address()};
+  grpc_only.http_fetch = false;
+  Client grpc_client(grpc_only), http_client(ClientOptions{m_daemon->address()});
+  std::uint64_t http_before = ok_calls("kcache.http", "SelectImage");
+  struct Case {
+    std::string key, arch;
+    v1::ImageKind kind;
+  };
+  for (const Case& c : std::vector<Case>{{key, "sm_90", v1::KIND_UNSPECIFIED},
+                                         {key, "sm_86", v1::KIND_UNSPECIFIED},  // sm_80's PTX, JIT
+                                         {key, "sm_90", v1::KIND_CUBIN},        // not stored
+                                         {key, "sm_75", v1::KIND_UNSPECIFIED},  // nothing runs there
+                                         {std::string(64, '0'), "sm_90", v1::KIND_UNSPECIFIED},
+                                         {"not-a-key", "sm_90", v1::KIND_UNSPECIFIED}}) {
+    v1::FetchRequest request;
+    request.set_key(c.key);
+    request.set_arch(c.arch);
+    request.set_kind(c.kind);
+    auto over_grpc = grpc_client.fetch(request);
+    auto over_http = http_client.fetch(request);
+    ASSERT_EQ(over_grpc.ok(), over_http.ok()) << c.arch;
+    if (over_grpc) {
+      EXPECT_EQ(over_http->data, over_grpc->data) << c.arch;
+      EXPECT_EQ(over_http->image.SerializeAsString(), over_grpc->image.SerializeAsString()) << c.arch;
+    } else {
+      EXPECT_EQ(over_http.error().code, over_grpc.error().code) << c.arch;
+      EXPECT_EQ(over_http.error().message, over_grpc.error().message) << c.arch;
+    }
+  }
+  EXPECT_GE(ok_calls("kcache.http", "SelectImage"), http_before + 2) << "the HTTP client really used HTTP";
+}
+
 // A daemon without --http-listen: the CLI learns there is no HTTP API and always goes the full way.
 class NoHttpApi : public HttpApi {
  protected:

@@ -20,15 +20,20 @@ TEST(Streaming, A64MiBImageIsFetchedUnderTheDefaultMessageLimit) {
     ASSERT_TRUE(put) << put.error().message;
   }
   auto daemon = DaemonProcess::start(dir.path() / "db", dir.path() / "kcached.log");
-  Client client(ClientOptions{daemon->address()});  // gRPC's default receive limit: 4 MiB
   v1::FetchRequest fetch;
   fetch.set_key(key.hex());
   fetch.set_arch("sm_90");
-  auto fetched = client.fetch(fetch);
-  ASSERT_TRUE(fetched) << fetched.error().message;
-  EXPECT_EQ(fetched->data.size(), payload.size());
-  EXPECT_TRUE(fetched->data == payload);
-  EXPECT_EQ(fetched->image.sha256(), sha256_hex(payload));
+  // Through gRPC's stream (with its default receive limit of 4 MiB), and over the HTTP API.
+  for (bool http : {false, true}) {
+    ClientOptions options{daemon->address()};
+    options.http_fetch = http;
+    Client client(options);
+    auto fetched = client.fetch(fetch);
+    ASSERT_TRUE(fetched) << (http ? "HTTP: " : "gRPC: ") << fetched.error().message;
+    EXPECT_EQ(fetched->data.size(), payload.size());
+    EXPECT_TRUE(fetched->data == payload);
+    EXPECT_EQ(fetched->image.sha256(), sha256_hex(payload));
+  }
   EXPECT_EQ(daemon->stop(), 0);
 }
 

@@ -10,9 +10,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kcache/endpoint.hpp"
 #include "kcache/expected.hpp"
+#include "kcache/http_get.hpp"
 #include "kcache/key.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 
@@ -32,6 +34,10 @@ struct ClientOptions {
   bool tls = false;
   std::string tls_ca_file, tls_cert_file, tls_key_file;
   std::string token;  // sent as "authorization: Bearer TOKEN" on every call when set
+  // fetch() reads over the daemon's HTTP image API when it has one (GetCapabilities says) and
+  // TLS is off: one plain GET on a kept-alive connection instead of a gRPC stream. Any trouble
+  // there falls back to gRPC.
+  bool http_fetch = true;
 };
 
 struct FetchedImage {
@@ -55,8 +61,9 @@ class Client {
   // Compiles (or hits); every image comes back with its bytes unless digests_only, large ones
   // streamed through Fetch.
   Expected<v1::CompileResponse> compile(const v1::CompileRequest& request);
-  // Fetches the best image for the request's arch, reassembling the streamed chunks and
-  // checking the bytes against the digest.
+  // Fetches the best image for the request's arch, checking the bytes against the digest: over
+  // HTTP where the daemon serves it (ClientOptions::http_fetch), else reassembling Fetch's
+  // streamed chunks.
   Expected<FetchedImage> fetch(const v1::FetchRequest& request);
   Expected<v1::LookupResponse> lookup(const v1::LookupRequest& request);
 
@@ -90,7 +97,13 @@ class Client {
   template <typename Call>
   auto with_retries(Call call) -> decltype(call());
 
+  // The HTTP fetch: nullopt when it cannot be used now (no HTTP API, TLS, a transport failure),
+  // so the caller goes through gRPC.
+  std::optional<Expected<FetchedImage>> fetch_over_http(const v1::FetchRequest& request);
+
   ClientOptions m_options;
+  std::mutex m_http_mutex;  // guards m_http_idle
+  std::vector<HttpConnection> m_http_idle;  // kept-alive connections to the HTTP API, one per concurrent fetch
   std::atomic<std::uint64_t> m_retries{0};
   mutable std::mutex m_stub_mutex;  // guards m_stub and m_channel, replaced by reconnect()
   std::shared_ptr<v1::KCache::Stub> m_stub;

@@ -35,6 +35,8 @@ std::string to_hex(std::string_view bytes);
 std::string to_hex(const Digest& digest);
 // Parses exactly 64 hex digits (either case); nullopt otherwise.
 std::optional<Digest> digest_from_hex(std::string_view hex);
+// Any even-length hex string as bytes; nullopt for anything else.
+std::optional<std::string> bytes_from_hex(std::string_view hex);
 
 inline std::string_view as_bytes(const Digest& d) {
   return {reinterpret_cast<const char*>(d.data()), d.size()};

@@ -1,8 +1,9 @@
-// A minimal HTTP/1.1 GET client over a plain TCP socket, for the CLI's fast path (front.cpp).
-// Written here rather than taken from cpp-httplib because Debian ships that as a shared library
-// whose load and OpenSSL initialisation cost about 2.2 ms per process, half of the whole budget
-// of a cached `kcache compile`. It speaks only what kcached's HTTP API answers: keep-alive,
-// Content-Length bodies, no TLS (a TLS client takes the gRPC path).
+// A minimal HTTP/1.1 GET client over a plain TCP socket, for reads from kcached's HTTP image API:
+// the CLI's fast path (client/cli/front.cpp) and Client::fetch. Written here rather than taken
+// from cpp-httplib because Debian ships that as a shared library whose load and OpenSSL
+// initialisation cost about 2.2 ms per process, half of the whole budget of a cached `kcache
+// compile`. It speaks only what kcached's HTTP API answers: keep-alive, Content-Length bodies,
+// no TLS (a TLS client takes the gRPC path).
 #pragma once
 
 #include <chrono>
@@ -13,7 +14,7 @@
 
 #include "kcache/expected.hpp"
 
-namespace kcache::cli {
+namespace kcache {
 
 struct HttpReply {
   int status = 0;
@@ -49,4 +50,4 @@ class HttpConnection {
   std::string m_buffer;  // bytes read but not yet consumed
 };
 
-}  // namespace kcache::cli
+}  // namespace kcache

@@ -1,4 +1,4 @@
-#include "http_get.hpp"
+#include "kcache/http_get.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace kcache::cli {
+namespace kcache {
 namespace {
 
 Error unavailable(const std::string& what) { return make_error(ErrorCode::k_unavailable, what); }
@@ -135,4 +135,4 @@ Expected<HttpReply> HttpConnection::get(const std::string& path,
   return reply;
 }
 
-}  // namespace kcache::cli
+}  // namespace kcache
