@@ -7,13 +7,14 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_kcached DB NAME [FLAG...]: starts kcached on DB (with the extra flags), waits for its port;
-# sets kcached_pid, kcached_addr.
+# start_kcached DB NAME [FLAG...]: starts kcached on DB (with the extra flags), serving the HTTP
+# image API too as deployed, waits for its port; sets kcached_pid, kcached_addr.
 start_kcached() {
   local db=$1 name=$2
   shift 2
   rm -f "$work/$name.port"
-  "$build/server/kcached" --listen 127.0.0.1:0 --db "$db" --port-file "$work/$name.port" --log-level warn "$@" \
+  "$build/server/kcached" --listen 127.0.0.1:0 --db "$db" --port-file "$work/$name.port" --log-level warn \
+    --http-listen 127.0.0.1:0 "$@" \
     >/dev/null 2>"$work/$name.log" &
   kcached_pid=$!
   echo "$kcached_pid" >>"$work/pids"

@@ -141,7 +141,8 @@ def main():
     rounds = max([r["rounds"] for r in by.values()] + [1])
     md.append("## 1. Hit path, library level (loopback)")
     md.append("")
-    md.append("kcached: `kcache::Client::fetch` (streamed Fetch, SHA-256 checked by the client). Redis: hiredis "
+    md.append("kcached: `kcache::Client::fetch` (a GET from kcached's HTTP image API on a kept-alive connection, "
+              "the image chosen as Fetch chooses; SHA-256 checked by the client). Redis: hiredis "
               "`GET` of the same bytes from a local in-memory `redis-server`. One connection per client thread, "
               f"same harness; latency per request in µs; each number the median of {rounds} rounds, kcached and "
               "Redis alternating size by size.")

@@ -184,7 +184,7 @@ if part command; then
     echo "$missing" >"$raw/command.skipped"
   else
     say "command-level hit: kcache compile vs ccache / sccache nvcc -c ($command_runs runs each)"
-    start_kcached "$work/db.command" command --http-listen 127.0.0.1:0
+    start_kcached "$work/db.command" command
     export KCACHE_STATE_DIR=$work/state CCACHE_DIR=$work/ccache SCCACHE_DIR=$work/sccache
     export CCACHE_NOHASHDIR=1 SCCACHE_IDLE_TIMEOUT=0 PATH=/usr/local/cuda/bin:$PATH
     src_ll=$root/tests/data/kernels/saxpy.ll src_cu=$root/bench/corpus/saxpy.cu
