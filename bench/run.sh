@@ -130,6 +130,44 @@ for n in $coalesce_counts; do
   rm -rf "$work/db.coalesce.$n"
 done
 
+# --- 5. command-level hit -------------------------------------------------------------------
+# Run before (3), whose million-entry databases leave the disk and page cache busy for a while.
+# One kernel, cached everywhere first: kcache (its first compile is the miss that also makes the
+# CLI remember the daemon), ccache and sccache (a first run each). Then hyperfine runs each
+# command $command_runs times, interleaved by hyperfine's order within one run. The hit counters
+# of ccache and sccache are read after, to show every measured run was a hit.
+nvcc=/usr/local/cuda/bin/nvcc
+if part command; then
+  missing=""
+  for tool in hyperfine ccache sccache; do command -v $tool >/dev/null || missing="$missing $tool"; done
+  [ -x "$nvcc" ] || missing="$missing nvcc(/usr/local/cuda)"
+  if [ -n "$missing" ]; then
+    echo "run.sh: command-level hit skipped, missing:$missing (apt-get install hyperfine ccache sccache)" >&2
+    echo "$missing" >"$raw/command.skipped"
+  else
+    say "command-level hit: kcache compile vs ccache / sccache nvcc -c ($command_runs runs each)"
+    start_kcached "$work/db.command" command
+    export KCACHE_STATE_DIR=$work/state CCACHE_DIR=$work/ccache SCCACHE_DIR=$work/sccache
+    export CCACHE_NOHASHDIR=1 SCCACHE_IDLE_TIMEOUT=0 PATH=/usr/local/cuda/bin:$PATH
+    src_ll=$root/tests/data/kernels/saxpy.ll src_cu=$root/bench/corpus/saxpy.cu
+    kc="$build/client/kcache --server $kcached_addr compile $src_ll --arch sm_90 --emit cubin -o $work/k.cubin"
+    cc="ccache $nvcc -c -arch=sm_90 $src_cu -o $work/c.o"
+    sc="sccache $nvcc -c -arch=sm_90 $src_cu -o $work/s.o"
+    $kc >/dev/null && $cc && $sc
+    ccache -z >/dev/null; sccache -z >/dev/null
+    hyperfine -N --style none --warmup 5 --runs "$command_runs" --export-json "$raw/command.json" \
+      -n "kcache compile" "$kc" -n "kcache-grpc compile (gRPC, no fast path)" "env KCACHE_FAST_PATH=0 $kc" \
+      -n "ccache nvcc -c" "$cc" -n "sccache nvcc -c" "$sc" >&2
+    {
+      echo "system,hits,misses"
+      ccache --print-stats | awk -F'\t' '$1=="direct_cache_hit"{d=$2} $1=="preprocessed_cache_hit"{p=$2} $1=="cache_miss"{m=$2} END{print "ccache," d+p "," m}'
+      sccache --show-stats --stats-format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["stats"]; print("sccache,%d,%d" % (sum(s["cache_hits"]["counts"].values()), sum(s["cache_misses"]["counts"].values())))'
+    } >"$raw/command_hits.csv"
+    sccache --stop-server >/dev/null 2>&1 || true
+    stop_kcached
+  fi
+fi
+
 # --- 3. scale, and 4b. memory with many entries --------------------------------------------
 # Every database is written first; then one daemon per database, all running, and the Lookup /
 # Fetch measurements go round-robin over them for $rounds rounds (the report takes the median),
@@ -168,43 +206,6 @@ for n in $scale_counts; do
   echo "$n,${scale_payload[$n]},${scale_seconds[$n]},${scale_du[$n]},$(du_bytes "$work/db.scale.$n")" >>"$raw/disk.csv"
   rm -rf "$work/db.scale.$n"
 done
-
-# --- 5. command-level hit -------------------------------------------------------------------
-# One kernel, cached everywhere first: kcache (its first compile is the miss that also makes the
-# CLI remember the daemon), ccache and sccache (a first run each). Then hyperfine runs each
-# command $command_runs times, interleaved by hyperfine's order within one run. The hit counters
-# of ccache and sccache are read after, to show every measured run was a hit.
-nvcc=/usr/local/cuda/bin/nvcc
-if part command; then
-  missing=""
-  for tool in hyperfine ccache sccache; do command -v $tool >/dev/null || missing="$missing $tool"; done
-  [ -x "$nvcc" ] || missing="$missing nvcc(/usr/local/cuda)"
-  if [ -n "$missing" ]; then
-    echo "run.sh: command-level hit skipped, missing:$missing (apt-get install hyperfine ccache sccache)" >&2
-    echo "$missing" >"$raw/command.skipped"
-  else
-    say "command-level hit: kcache compile vs ccache / sccache nvcc -c ($command_runs runs each)"
-    start_kcached "$work/db.command" command
-    export KCACHE_STATE_DIR=$work/state CCACHE_DIR=$work/ccache SCCACHE_DIR=$work/sccache
-    export CCACHE_NOHASHDIR=1 SCCACHE_IDLE_TIMEOUT=0 PATH=/usr/local/cuda/bin:$PATH
-    src_ll=$root/tests/data/kernels/saxpy.ll src_cu=$root/bench/corpus/saxpy.cu
-    kc="$build/client/kcache --server $kcached_addr compile $src_ll --arch sm_90 --emit cubin -o $work/k.cubin"
-    cc="ccache $nvcc -c -arch=sm_90 $src_cu -o $work/c.o"
-    sc="sccache $nvcc -c -arch=sm_90 $src_cu -o $work/s.o"
-    $kc >/dev/null && $cc && $sc
-    ccache -z >/dev/null; sccache -z >/dev/null
-    hyperfine -N --style none --warmup 5 --runs "$command_runs" --export-json "$raw/command.json" \
-      -n "kcache compile" "$kc" -n "kcache-grpc compile (gRPC, no fast path)" "env KCACHE_FAST_PATH=0 $kc" \
-      -n "ccache nvcc -c" "$cc" -n "sccache nvcc -c" "$sc" >&2
-    {
-      echo "system,hits,misses"
-      ccache --print-stats | awk -F'\t' '$1=="direct_cache_hit"{d=$2} $1=="preprocessed_cache_hit"{p=$2} $1=="cache_miss"{m=$2} END{print "ccache," d+p "," m}'
-      sccache --show-stats --stats-format json | python3 -c 'import json,sys; s=json.load(sys.stdin)["stats"]; print("sccache,%d,%d" % (sum(s["cache_hits"]["counts"].values()), sum(s["cache_misses"]["counts"].values())))'
-    } >"$raw/command_hits.csv"
-    sccache --stop-server >/dev/null 2>&1 || true
-    stop_kcached
-  fi
-fi
 
 # --- report -------------------------------------------------------------------------------
 python3 "$root/bench/report.py" --raw "$raw" --out "$out_dir" --measure-ms "$measure_ms" \
