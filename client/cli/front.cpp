@@ -49,7 +49,7 @@ std::optional<int> cached_compile(int argc, char** argv) {
   std::optional<ServerState> state = load_server_state(server);
   if (!state || state->http_port == 0) return std::nullopt;
   auto token = resolve_token(g.token_file);
-  auto fingerprint = parse_key(state->fingerprint);
+  auto fingerprint = digest_from_hex(state->fingerprint);
   if (!token || !fingerprint) return std::nullopt;
 
   std::string module;
@@ -65,7 +65,7 @@ std::optional<int> cached_compile(int argc, char** argv) {
   } catch (const Failure&) {
     return std::nullopt;
   }
-  Key key = compute_key(spec, module, fingerprint->digest);
+  Key key = compute_key(spec, module, *fingerprint);
 
   auto http = HttpConnection::open(server_host(server), static_cast<int>(state->http_port),
                                    std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000)));

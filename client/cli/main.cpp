@@ -63,18 +63,20 @@ json image_json(const v1::Image& image, const std::string& path) {
   return j;
 }
 
-ImageLine image_line(const v1::Image& im) {
-  return ImageLine{im.arch(), kcache::wire::from_proto(im.kind()).value_or(kcache::ImageKind::ptx), im.size(),
-                   im.sha256(), im.needs_jit()};
+std::vector<ImageLine> image_lines(const std::vector<const v1::Image*>& images) {
+  std::vector<ImageLine> lines;
+  for (const v1::Image* im : images) {
+    lines.push_back(ImageLine{im->arch(), kcache::wire::from_proto(im->kind()).value_or(kcache::ImageKind::ptx),
+                              im->size(), im->sha256(), im->needs_jit()});
+  }
+  return lines;
 }
 
 std::vector<std::string> write_images(const OutputFlags& out, const std::vector<const v1::Image*>& images,
                                       const std::vector<const std::string*>& data) {
-  std::vector<ImageLine> lines;
-  for (const v1::Image* im : images) lines.push_back(image_line(*im));
   std::vector<std::string_view> bytes;
   for (const std::string* d : data) bytes.emplace_back(*d);
-  return kcache::cli::write_images(out, lines, bytes);
+  return kcache::cli::write_images(out, image_lines(images), bytes);
 }
 
 std::string outcome_text(v1::Outcome outcome) {
@@ -88,9 +90,7 @@ std::string outcome_text(v1::Outcome outcome) {
 
 void print_images(const std::string& header, const std::vector<const v1::Image*>& images,
                   const std::vector<std::string>& paths) {
-  std::vector<ImageLine> lines;
-  for (const v1::Image* im : images) lines.push_back(image_line(*im));
-  kcache::cli::print_images(header, lines, paths);
+  kcache::cli::print_images(header, image_lines(images), paths);
 }
 
 // Remembers what the fast path (front.cpp) needs to answer the next compile of this job

@@ -23,6 +23,10 @@ int http_status(ErrorCode code) {
   }
 }
 
+Error unknown_kind(const std::string& text) {
+  return make_error(ErrorCode::k_invalid_argument, "unknown image kind '" + text + "' (use ptx, cubin or obj)");
+}
+
 void send_error(httplib::Response& res, const Error& e) {
   res.status = http_status(e.code);
   res.set_header("X-Kcache-Error", error_code_name(e.code));
@@ -71,11 +75,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     request.set_arch(req.matches[3].str());
     if (req.has_param("kind")) {
       auto kind = parse_kind(req.get_param_value("kind"));
-      if (!kind) {
-        return (void)finish("SelectImage", res, make_error(ErrorCode::k_invalid_argument,
-                                                           "unknown image kind '" + req.get_param_value("kind") +
-                                                               "' (use ptx, cubin or obj)"));
-      }
+      if (!kind) return (void)finish("SelectImage", res, unknown_kind(req.get_param_value("kind")));
       request.set_kind(wire::to_proto(*kind));
     }
     auto found = service.select_image(request);
@@ -95,11 +95,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     if (!allowed) return (void)finish("GetImage", res, allowed);
     Side side = req.matches[1] == "host" ? Side::host : Side::device;
     auto kind = parse_kind(req.matches[4].str());
-    if (!kind) {
-      return (void)finish("GetImage", res, make_error(ErrorCode::k_invalid_argument,
-                                                      "unknown image kind '" + req.matches[4].str() +
-                                                          "' (use ptx, cubin or obj)"));
-    }
+    if (!kind) return (void)finish("GetImage", res, unknown_kind(req.matches[4].str()));
     auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind});
     if (!image) return (void)finish("GetImage", res, image.error());
     finish("GetImage", res, {});

@@ -67,9 +67,25 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
 Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContextBase& context, Role needed,
                                                   const char* method) {
   if (auto allowed = m_auth.check(context, needed, method); !allowed) return allowed.error();
+  return enter();
+}
+
+Expected<CallTracker::Guard> KCacheService::enter() {
   auto call = m_calls.enter();
   if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
   return std::move(*call);
+}
+
+void KCacheService::fetch_failed(std::string_view key, std::string_view what, const Error& error) {
+  ++m_counters.errors;
+  spdlog::warn("fetch key={:.12} {} code={} error={}", key, what, error_code_name(error.code), error.message);
+}
+
+Expected<KCacheService::FetchedImage> KCacheService::fetch_image(const v1::FetchRequest& request) {
+  ++m_counters.fetches;
+  auto found = find_image(request);
+  if (!found) fetch_failed(request.key(), "arch=" + request.arch(), found.error());
+  return found;
 }
 
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
@@ -277,10 +293,9 @@ class KCacheService::FetchReactor final : public grpc::ServerWriteReactor<v1::Fe
       return;
     }
     m_call.emplace(std::move(*call));
-    ++service.m_counters.fetches;
-    auto found = service.find_image(request);
+    auto found = service.fetch_image(request);
     if (!found) {
-      fail(found.error());
+      Finish(wire::to_status(found.error()));
       return;
     }
     m_image = std::move(found->image);
@@ -290,7 +305,12 @@ class KCacheService::FetchReactor final : public grpc::ServerWriteReactor<v1::Fe
   }
 
   void OnWriteDone(bool ok) override {
-    if (!ok) return fail(make_error(ErrorCode::k_cancelled, "the client went away during the fetch"));
+    if (!ok) {
+      Error gone = make_error(ErrorCode::k_cancelled, "the client went away during the fetch");
+      m_service.fetch_failed(m_key, "arch=" + m_arch, gone);
+      Finish(wire::to_status(gone));
+      return;
+    }
     m_message.clear_image();
     write_next();
   }
@@ -308,13 +328,6 @@ class KCacheService::FetchReactor final : public grpc::ServerWriteReactor<v1::Fe
       StartWriteAndFinish(&m_message, grpc::WriteOptions(), grpc::Status::OK);
     }
   }
-  void fail(const Error& error) {
-    ++m_service.m_counters.errors;
-    spdlog::warn("fetch key={:.12} arch={} code={} error={}", m_key, m_arch, error_code_name(error.code),
-                 error.message);
-    Finish(wire::to_status(error));
-  }
-
   KCacheService& m_service;
   std::string m_key, m_arch;
   std::optional<CallTracker::Guard> m_call;  // held until the call is done, for the drain
@@ -329,28 +342,20 @@ grpc::ServerWriteReactor<v1::FetchResponse>* KCacheService::Fetch(grpc::Callback
 }
 
 Expected<KCacheService::FetchedImage> KCacheService::select_image(const v1::FetchRequest& request) {
-  auto call = m_calls.enter();
-  if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
-  ++m_counters.fetches;
-  auto found = find_image(request);
-  if (!found) {
-    ++m_counters.errors;
-    spdlog::warn("http fetch key={:.12} arch={} code={} error={}", request.key(), request.arch(),
-                 error_code_name(found.error().code), found.error().message);
-  }
-  return found;
+  auto call = enter();
+  if (!call) return call.error();
+  return fetch_image(request);
 }
 
 Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
-  auto call = m_calls.enter();
-  if (!call) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry shortly");
+  auto call = enter();
+  if (!call) return call.error();
   ++m_counters.fetches;
   auto key = parse_key(key_hex);
   if (!key) return key.error();
   auto image = m_store.get(side, *key, which);
   if (!image && image.error().code != ErrorCode::k_not_found) {
-    ++m_counters.errors;
-    spdlog::warn("http get key={:.12} {}.{} error={}", key->hex(), which.arch, kind_name(which.kind), image.error().message);
+    fetch_failed(key_hex, which.arch + "." + std::string(kind_name(which.kind)), image.error());
   }
   return image;
 }

@@ -131,7 +131,14 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // (shutting down, no or unknown token, a role that falls short).
   Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method);
 
+  // Admits a call already authorized (the HTTP API checks tokens itself): the drain's guard, or
+  // UNAVAILABLE once shutting down.
+  Expected<CallTracker::Guard> enter();
+  // Fetch's choice (find_image), counted as a fetch, a failure counted and logged.
+  Expected<FetchedImage> fetch_image(const v1::FetchRequest& request);
   Expected<FetchedImage> find_image(const v1::FetchRequest& request);
+  // Counts and logs a failed fetch of `key`; `what` names the image asked for.
+  void fetch_failed(std::string_view key, std::string_view what, const Error& error);
   class FetchReactor;
 
   // The body of Compile; returns the outcome or the error, which Compile counts and logs.
