@@ -34,7 +34,7 @@ case "${1:-}" in
     if [ "${KCACHE_SANITIZERS:-1}" != 0 ]; then
       echo "== the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the fuzzers =="
       CC=clang-22 CXX=clang++-22 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DKCACHE_SANITIZE=ON -DKCACHE_FUZZ=ON -DKCACHE_BENCH=OFF >/dev/null
+        -DKCACHE_SANITIZE=ON -DKCACHE_FUZZ=ON -DKCACHE_BENCH=OFF -DKCACHE_CUDA_CORPUS=OFF >/dev/null
       cmake --build build-asan
       (cd build-asan && ctest --output-on-failure -j"$(nproc)" -L 'unit|integration|fuzz' "$@") || status=$?
     fi

@@ -22,13 +22,14 @@ void compile_request(std::string_view bytes) {
   auto images = kcache::wire::image_requests(request, *spec);
   if (!images) return;
   kcache::Digest fingerprint{};
-  kcache::Key key = kcache::compute_key(*spec, request.module(), fingerprint);
+  std::vector<std::string_view> modules = kcache::wire::modules_of(request);
+  kcache::Key key = kcache::compute_key(*spec, modules, fingerprint);
   // The client rebuilds a request from the spec; it must describe the same job.
   kcache::v1::CompileRequest rebuilt;
   kcache::wire::fill_request(*spec, rebuilt);
-  rebuilt.set_module(request.module());
+  kcache::wire::set_modules(*spec, modules, rebuilt);
   auto again = kcache::wire::job_spec(rebuilt, k_host_triple);
-  if (!again || kcache::compute_key(*again, request.module(), fingerprint) != key) __builtin_trap();
+  if (!again || kcache::compute_key(*again, kcache::wire::modules_of(rebuilt), fingerprint) != key) __builtin_trap();
 }
 
 void fetch_request(std::string_view bytes) {

@@ -1,5 +1,6 @@
 #include "kcache/rtlib.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "kcache/sha256.hpp"
@@ -27,8 +28,33 @@ std::string_view device_bitcode() {
   return {reinterpret_cast<const char*>(kcache_rtlib_bitcode), kcache_rtlib_bitcode_size};
 }
 
-bool is_driver_provided(std::string_view name) {
-  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail";
+std::span<const std::string_view> cxx_abi_functions() {
+  static constexpr std::array<std::string_view, 2> k_names = {"__cxa_pure_virtual", "__cxa_deleted_virtual"};
+  return k_names;
+}
+
+Provider provider_of(std::string_view name) {
+  if (std::any_of(k_functions.begin(), k_functions.end(), [&](const RuntimeFunction& f) { return f.name == name; })) {
+    return Provider::rtlib;
+  }
+  for (std::string_view abi : cxx_abi_functions()) {
+    if (abi == name) return Provider::rtlib;
+  }
+  if (name.starts_with("__nv_")) return Provider::libdevice;
+  if (name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail") return Provider::driver;
+  if (name.starts_with("__cudaCDP2") || name.starts_with("cuda")) return Provider::device_runtime;
+  return Provider::none;
+}
+
+std::string_view provider_name(Provider provider) {
+  switch (provider) {
+    case Provider::rtlib: return "rtlib";
+    case Provider::libdevice: return "libdevice";
+    case Provider::driver: return "the CUDA driver";
+    case Provider::device_runtime: return "the CUDA device runtime (libcudadevrt)";
+    case Provider::none: break;
+  }
+  return "nobody";
 }
 
 const std::string& rtlib_digest() {

@@ -35,7 +35,10 @@ void GlobalFlags::add_to(CLI::App& app) {
 }
 
 void JobFlags::add_to(CLI::App& cmd) {
-  cmd.add_option("FILE", file, "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx)")->required();
+  cmd.add_option("FILE", files,
+                 "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx); several device modules are linked into "
+                 "one image per arch (relocatable device code)")
+      ->required();
   cmd.add_option("--side", side, "device or host")->check(CLI::IsMember({"device", "host"}))->capture_default_str();
   cmd.add_option("--format", format, "bc, ll or ptx (default: inferred from the file)")
       ->check(CLI::IsMember({"bc", "ll", "ptx"}));
@@ -55,10 +58,19 @@ void JobFlags::add_to(CLI::App& cmd) {
       ->capture_default_str();
 }
 
-JobSpec JobFlags::spec(std::string_view module) const {
-  JobSpec spec;
+JobInput JobFlags::read() const {
+  JobInput in;
+  JobSpec& spec = in.spec;
+  for (const std::string& file : files) {
+    in.modules.push_back(read_file(file));
+    InputFormat f = format.empty() ? infer_format(in.modules.back()) : *parse_format(format);
+    if (in.modules.size() == 1) {
+      spec.format = f;
+    } else {
+      spec.linked_formats.push_back(f);
+    }
+  }
   spec.side = *parse_side(side);
-  spec.format = format.empty() ? infer_format(module) : *parse_format(format);
   spec.target = target;
   spec.options.opt_level = opt_level;
   spec.options.debug_info = debug;
@@ -67,7 +79,7 @@ JobSpec JobFlags::spec(std::string_view module) const {
   spec.options.entry_points = entries;
   spec.options.cpu = cpu;
   spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
-  return spec;
+  return in;
 }
 
 std::vector<ImageKind> JobFlags::kinds() const {
@@ -86,8 +98,10 @@ void OutputFlags::add_to(CLI::App& cmd) {
   o->excludes(d);
 }
 
-void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
-void fail(const Error& e) { fail(exit_code_for(e), std::string(error_code_name(e.code)) + ": " + e.message); }
+void fail(int code, std::string message) { throw Failure{code, std::move(message), {}}; }
+void fail(const Error& e) {
+  throw Failure{exit_code_for(e), std::string(error_code_name(e.code)) + ": " + e.message, e.details};
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -45,9 +45,16 @@ struct GlobalFlags {
   bool wants_tls() const { return tls || !tls_ca_file.empty() || !tls_cert_file.empty(); }
 };
 
+// A job's modules as read from their files, and its spec.
+struct JobInput {
+  JobSpec spec;  // not yet canonical
+  std::vector<std::string> modules;
+  std::vector<std::string_view> views() const { return {modules.begin(), modules.end()}; }
+};
+
 // What to compile and how: the flags shared by `compile` and `key`.
 struct JobFlags {
-  std::string file;
+  std::vector<std::string> files;  // the module, then those linked with it
   std::string side = "device";
   std::string format;
   std::string target;
@@ -62,8 +69,9 @@ struct JobFlags {
   std::string guard = "reject";
 
   void add_to(CLI::App& cmd);
-  // The job's spec for `module` (not yet canonical), and its image kinds; fails on a bad --emit.
-  JobSpec spec(std::string_view module) const;
+  // Reads every file and builds the job's spec (formats from --format, else inferred per file).
+  JobInput read() const;
+  // The image kinds; fails on a bad --emit.
   std::vector<ImageKind> kinds() const;
 };
 
@@ -77,6 +85,7 @@ struct OutputFlags {
 struct Failure {
   int code;
   std::string message;
+  std::vector<std::string> report;  // the daemon's whole report, one line per item (Error::details)
 };
 [[noreturn]] void fail(int code, std::string message);
 [[noreturn]] void fail(const Error& e);

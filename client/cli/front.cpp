@@ -52,12 +52,11 @@ std::optional<int> cached_compile(int argc, char** argv) {
   auto fingerprint = digest_from_hex(state->fingerprint);
   if (!token || !fingerprint) return std::nullopt;
 
-  std::string module;
-  JobSpec spec;
+  JobInput input;
+  JobSpec& spec = input.spec;
   std::vector<ImageRequest> images;
   try {
-    module = read_file(job.file);
-    spec = job.spec(module);
+    input = job.read();
     if (!canonicalize(spec, state->host_triple)) return std::nullopt;
     auto planned = plan_images(spec, job.archs, job.kinds());
     if (!planned) return std::nullopt;
@@ -65,7 +64,7 @@ std::optional<int> cached_compile(int argc, char** argv) {
   } catch (const Failure&) {
     return std::nullopt;
   }
-  Key key = compute_key(spec, module, *fingerprint);
+  Key key = compute_key(spec, input.views(), *fingerprint);
 
   auto http = HttpConnection::open(server_host(server), static_cast<int>(state->http_port),
                                    std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000)));

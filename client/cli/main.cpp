@@ -29,8 +29,9 @@ using namespace kcache::cli;
 
 v1::CompileRequest build_request(const JobFlags& flags) {
   v1::CompileRequest request;
-  request.set_module(read_file(flags.file));
-  kcache::wire::fill_request(flags.spec(request.module()), request);
+  JobInput input = flags.read();
+  kcache::wire::fill_request(input.spec, request);
+  kcache::wire::set_modules(input.spec, input.views(), request);
   for (const std::string& a : flags.archs) request.add_archs(a);
   for (kcache::ImageKind kind : flags.kinds()) request.add_emit(kcache::wire::to_proto(kind));
   return request;
@@ -244,7 +245,9 @@ int run_key(kcache::Client& client, const GlobalFlags& g, const JobFlags& job) {
 JobFlags job_from_manifest(const json& m, const std::filesystem::path& base, const std::vector<std::string>& archs) {
   JobFlags f;
   if (!m.contains("path")) fail(k_exit_usage, "manifest: a module without \"path\"");
-  f.file = (base / m["path"].get<std::string>()).string();
+  f.files = {(base / m["path"].get<std::string>()).string()};
+  // "link": more modules linked with "path" into one image per arch (relocatable device code).
+  for (const std::string& linked : m.value("link", std::vector<std::string>{})) f.files.push_back((base / linked).string());
   f.side = m.value("side", "device");
   f.format = m.value("format", "");
   f.target = m.value("target", "");
@@ -551,8 +554,13 @@ int main(int argc, char** argv) {
     if (*purge) return run_purge(client, g);
     if (*bundle_fetch) return run_bundle_fetch(g, bundle_dir, bundle_key, bundle_arch, bundle_kind, bundle_fetch_out);
   } catch (const Failure& f) {
-    if (g.json) std::cout << json{{"error", f.message}, {"exit_code", f.code}}.dump() << '\n';
+    if (g.json) {
+      json j = {{"error", f.message}, {"exit_code", f.code}};
+      if (!f.report.empty()) j["report"] = f.report;
+      std::cout << j.dump() << '\n';
+    }
     std::fprintf(stderr, "kcache: %s\n", f.message.c_str());
+    for (const std::string& line : f.report) std::fprintf(stderr, "  %s\n", line.c_str());
     return f.code;
   }
   return k_exit_usage;

@@ -2,6 +2,8 @@
 // catches, and errors become a status plus a per-thread message.
 #include "kcache/kcache.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -50,14 +52,26 @@ kcache_status guarded(Body body) {
   }
 }
 
+// Whether the caller's job struct (struct_size bytes) holds `member`.
+#define KCACHE_JOB_HAS(job, member) \
+  ((job)->struct_size >= offsetof(kcache_job, member) + sizeof(((kcache_job*)nullptr)->member))
+
+constexpr std::size_t k_first_job_size = offsetof(kcache_job, linked_modules);  // the struct before it grew
+
+bool valid_format(int format) { return format >= KCACHE_FORMAT_INFER && format <= KCACHE_FORMAT_PTX; }
+
 kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job) {
   using namespace kcache;
   if (module == nullptr && size > 0) return make_error(ErrorCode::k_invalid_argument, "module is NULL but size is not 0");
   if (job == nullptr) return make_error(ErrorCode::k_invalid_argument, "job is NULL: call kcache_job_init");
+  if (job->struct_size < k_first_job_size) {
+    return make_error(ErrorCode::k_invalid_argument, "job.struct_size is " + std::to_string(job->struct_size) +
+                                                         ": call kcache_job_init (or kcache_job_init_size) first");
+  }
   v1::CompileRequest r;
   r.set_module(static_cast<const char*>(module), size);
   r.set_side(job->side == KCACHE_SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
-  if (job->format < KCACHE_FORMAT_INFER || job->format > KCACHE_FORMAT_PTX) {
+  if (!valid_format(job->format)) {
     return make_error(ErrorCode::k_invalid_argument, "job.format " + std::to_string(job->format) + " is not a kcache_format");
   }
   r.set_format(static_cast<v1::InputFormat>(job->format));
@@ -73,6 +87,21 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
   o->set_guard(job->host_stubs != 0 ? v1::GUARD_STUB : v1::GUARD_REJECT);
   for (std::size_t i = 0; i < job->arch_count; ++i) r.add_archs(job->archs[i]);
   for (std::size_t i = 0; i < job->kind_count; ++i) r.add_emit(static_cast<v1::ImageKind>(job->kinds[i]));
+  if (KCACHE_JOB_HAS(job, linked_module_count) && job->linked_module_count > 0) {
+    if (job->linked_modules == nullptr) {
+      return make_error(ErrorCode::k_invalid_argument, "job.linked_modules is NULL but linked_module_count is not 0");
+    }
+    for (std::size_t i = 0; i < job->linked_module_count; ++i) {
+      const kcache_module& m = job->linked_modules[i];
+      if ((m.data == nullptr && m.size > 0) || !valid_format(m.format)) {
+        return make_error(ErrorCode::k_invalid_argument,
+                          "job.linked_modules[" + std::to_string(i) + "] has NULL data or a format that is not a kcache_format");
+      }
+      v1::LinkedModule* linked = r.add_linked_modules();
+      linked->set_format(static_cast<v1::InputFormat>(m.format));
+      linked->set_module(static_cast<const char*>(m.data), m.size);
+    }
+  }
   return r;
 }
 
@@ -80,11 +109,15 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
 
 extern "C" {
 
-void kcache_job_init(kcache_job* job) {
-  if (job == nullptr) return;
-  std::memset(job, 0, sizeof *job);
-  job->side = KCACHE_SIDE_DEVICE;
-  job->opt_level = 2;
+void kcache_job_init_size(kcache_job* job, size_t struct_size) {
+  if (job == nullptr || struct_size < k_first_job_size) return;
+  // Only what the caller's struct holds: an older caller's is shorter than this library's.
+  kcache_job defaults;
+  std::memset(&defaults, 0, sizeof defaults);
+  defaults.struct_size = std::min(struct_size, sizeof defaults);
+  defaults.side = KCACHE_SIDE_DEVICE;
+  defaults.opt_level = 2;
+  std::memcpy(job, &defaults, defaults.struct_size);
 }
 
 const char* kcache_last_error(void) { return t_last_error.c_str(); }

@@ -44,6 +44,9 @@ void Client::reconnect() {
   grpc::ChannelArguments args;
   // A channel of its own (not gRPC's process-wide subchannel pool), so a reconnect starts afresh.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Room for an error's whole report (kcache.v1.ErrorReport in the status details), which every
+  // call asks for: a refusal can name a thousand symbols, each with its users.
+  args.SetInt(GRPC_ARG_MAX_METADATA_SIZE, static_cast<int>(2 * wire::k_full_report_bytes));
   auto channel = grpc::CreateCustomChannel(m_options.server, channel_credentials(m_options), args);
   auto stub = v1::KCache::NewStub(channel);
   std::lock_guard lock(m_stub_mutex);
@@ -60,6 +63,7 @@ std::unique_ptr<grpc::ClientContext> Client::context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + m_options.deadline);
   if (!m_options.token.empty()) ctx->AddMetadata("authorization", "Bearer " + m_options.token);
+  ctx->AddMetadata(wire::k_full_report_header, "full");
   return ctx;
 }
 
@@ -91,7 +95,7 @@ Expected<Key> Client::compute_key(const v1::CompileRequest& request) {
   if (!fingerprint) return make_error(ErrorCode::k_internal, "kcached sent a malformed fingerprint");
   auto spec = wire::job_spec(request, caps->host_triple());
   if (!spec) return spec.error();
-  return kcache::compute_key(*spec, request.module(), *fingerprint);
+  return kcache::compute_key(*spec, wire::modules_of(request), *fingerprint);
 }
 
 Expected<v1::CompileResponse> Client::compile(const v1::CompileRequest& request) {

@@ -93,8 +93,23 @@ std::string triple_arch(std::string_view triple) {
   return std::string(triple.substr(0, triple.find('-')));
 }
 
+bool JobSpec::has_ptx_input() const {
+  return format == InputFormat::ptx || std::find(linked_formats.begin(), linked_formats.end(), InputFormat::ptx) !=
+                                           linked_formats.end();
+}
+
 Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
   CompileOptions& o = spec.options;
+  if (spec.module_count() > k_max_job_modules) {
+    return make_error(ErrorCode::k_invalid_argument, "the job links " + std::to_string(spec.module_count()) +
+                                                         " modules; a job links at most " +
+                                                         std::to_string(k_max_job_modules) + ": link some first");
+  }
+  if (spec.side == Side::host && !spec.linked_formats.empty()) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "a host job compiles one module; linking several is for device code (relocatable device "
+                      "code): send one host job per module");
+  }
   if (o.opt_level > 3) {
     return make_error(ErrorCode::k_invalid_argument,
                       "optimisation level " + std::to_string(o.opt_level) + " is out of range: use 0, 1, 2 or 3");

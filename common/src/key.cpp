@@ -17,6 +17,7 @@ enum Tag : std::uint8_t {
   k_tag_flags = 8,
   k_tag_entry_point = 9,
   k_tag_module = 10,
+  k_tag_linked_module = 11,
 };
 
 // Each field is tag (1 byte) | length (8 bytes, little endian) | bytes: no two different jobs
@@ -47,6 +48,10 @@ Expected<Key> parse_key(std::string_view hex) {
 }
 
 Key compute_key(const JobSpec& spec, std::string_view module, const Digest& fingerprint) {
+  return compute_key(spec, std::span<const std::string_view>(&module, 1), fingerprint);
+}
+
+Key compute_key(const JobSpec& spec, std::span<const std::string_view> modules, const Digest& fingerprint) {
   Sha256 h;
   h.update("kcache-key");
   std::array<char, 4> version{};
@@ -63,7 +68,14 @@ Key compute_key(const JobSpec& spec, std::string_view module, const Digest& fing
                        (spec.options.guard == HostGuard::stub ? 8 : 0);
   hash_byte(h, k_tag_flags, flags);
   for (const std::string& name : spec.options.entry_points) hash_field(h, k_tag_entry_point, name);
-  hash_field(h, k_tag_module, as_bytes(sha256(module)));
+  hash_field(h, k_tag_module, as_bytes(sha256(modules.empty() ? std::string_view() : modules[0])));
+  // Linked modules in order, each with its format: a one-module job encodes exactly as before.
+  for (std::size_t i = 1; i < modules.size(); ++i) {
+    InputFormat format = i - 1 < spec.linked_formats.size() ? spec.linked_formats[i - 1] : InputFormat::llvm_text;
+    std::string value(1, static_cast<char>(format));
+    value += as_bytes(sha256(modules[i]));
+    hash_field(h, k_tag_linked_module, value);
+  }
   return Key{h.finish()};
 }
 

@@ -33,17 +33,34 @@ v1::InputFormat to_proto(InputFormat format) {
   return v1::FORMAT_UNSPECIFIED;
 }
 
+namespace {
+
+// A module's format as the request states it, else inferred from its bytes.
+Expected<InputFormat> module_format(int format, std::string_view bytes, const std::string& which) {
+  switch (format) {
+    case v1::FORMAT_LLVM_BITCODE: return InputFormat::llvm_bitcode;
+    case v1::FORMAT_LLVM_TEXT: return InputFormat::llvm_text;
+    case v1::FORMAT_PTX: return InputFormat::ptx;
+    case v1::FORMAT_UNSPECIFIED: return infer_format(bytes);
+    default:
+      return make_error(ErrorCode::k_invalid_argument, "unknown input format " + std::to_string(format) + " for " +
+                                                           which + ": use bitcode, text IR or PTX");
+  }
+}
+
+}  // namespace
+
 Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple) {
   JobSpec spec;
   spec.side = from_proto(request.side());
-  switch (request.format()) {
-    case v1::FORMAT_LLVM_BITCODE: spec.format = InputFormat::llvm_bitcode; break;
-    case v1::FORMAT_LLVM_TEXT: spec.format = InputFormat::llvm_text; break;
-    case v1::FORMAT_PTX: spec.format = InputFormat::ptx; break;
-    case v1::FORMAT_UNSPECIFIED: spec.format = infer_format(request.module()); break;
-    default:
-      return make_error(ErrorCode::k_invalid_argument,
-                        "unknown input format " + std::to_string(request.format()) + ": use bitcode, text IR or PTX");
+  auto format = module_format(request.format(), request.module(), "the module");
+  if (!format) return format.error();
+  spec.format = *format;
+  for (int i = 0; i < request.linked_modules_size(); ++i) {
+    const v1::LinkedModule& linked = request.linked_modules(i);
+    auto f = module_format(linked.format(), linked.module(), "linked module " + std::to_string(i + 1));
+    if (!f) return f.error();
+    spec.linked_formats.push_back(*f);
   }
   spec.target = request.target();
   const v1::CompileOptions& o = request.options();
@@ -86,12 +103,78 @@ void fill_request(const JobSpec& spec, v1::CompileRequest& request) {
   o->set_guard(spec.options.guard == HostGuard::stub ? v1::GUARD_STUB : v1::GUARD_REJECT);
 }
 
-grpc::Status to_status(const Error& error) {
-  return grpc::Status(static_cast<grpc::StatusCode>(error.code), error.message);
+std::vector<std::string_view> modules_of(const v1::CompileRequest& request) {
+  std::vector<std::string_view> out = {request.module()};
+  for (const v1::LinkedModule& linked : request.linked_modules()) out.push_back(linked.module());
+  return out;
+}
+
+void set_modules(const JobSpec& spec, const std::vector<std::string_view>& modules, v1::CompileRequest& request) {
+  request.clear_linked_modules();
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    if (i == 0) {
+      request.set_module(modules[0].data(), modules[0].size());
+      continue;
+    }
+    v1::LinkedModule* linked = request.add_linked_modules();
+    if (i - 1 < spec.linked_formats.size()) linked->set_format(to_proto(spec.linked_formats[i - 1]));
+    linked->set_module(modules[i].data(), modules[i].size());
+  }
+}
+
+std::size_t module_bytes(const v1::CompileRequest& request) {
+  std::size_t total = request.module().size();
+  for (const v1::LinkedModule& linked : request.linked_modules()) total += linked.module().size();
+  return total;
+}
+
+namespace {
+
+// `text` cut to at most `limit` bytes without splitting a UTF-8 sequence.
+std::string_view cut_utf8(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+}  // namespace
+
+grpc::Status to_status(const Error& error, std::size_t report_bytes) {
+  auto code = static_cast<grpc::StatusCode>(error.code);
+  constexpr std::string_view k_cut = " ... (cut; the whole message is in the error report)";
+  bool cut = error.message.size() > k_max_status_message;
+  std::string message(cut ? cut_utf8(error.message, k_max_status_message - k_cut.size()) : error.message);
+  if (cut) message += k_cut;
+  if (!cut && error.details.empty()) return grpc::Status(code, message);
+  v1::ErrorReport report;
+  report.set_code(static_cast<int>(error.code));
+  report.set_message(std::string(cut_utf8(error.message, report_bytes / 2)));
+  std::size_t used = report.ByteSizeLong();
+  for (const std::string& line : error.details) {
+    std::string_view kept = cut_utf8(line, 4096);  // one item never crowds out the rest
+    if (used + kept.size() + 8 > report_bytes) {
+      report.set_omitted(report.omitted() + 1);
+      continue;
+    }
+    used += kept.size() + 8;
+    report.add_diagnostics(std::string(kept));
+  }
+  return grpc::Status(code, message, report.SerializeAsString());
 }
 
 Error from_status(const grpc::Status& status) {
-  return Error{static_cast<ErrorCode>(status.error_code()), status.error_message()};
+  Error e{static_cast<ErrorCode>(status.error_code()), status.error_message(), {}};
+  v1::ErrorReport report;
+  if (!status.error_details().empty() && report.ParseFromString(status.error_details())) {
+    if (!report.message().empty()) e.message = report.message();
+    e.details.assign(report.diagnostics().begin(), report.diagnostics().end());
+    if (report.omitted() > 0) {
+      e.details.push_back("... and " + std::to_string(report.omitted()) +
+                          " more not sent (the report is capped in size)");
+    }
+  }
+  return e;
 }
 
 }  // namespace kcache::wire

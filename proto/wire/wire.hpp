@@ -5,6 +5,7 @@
 #include <grpcpp/support/status.h>
 
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,30 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
 // The (arch, kind) images a request asks for.
 Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& request, const JobSpec& spec);
 
-// Writes a job's spec into a request (the module, archs and emit list are the caller's).
+// Writes a job's spec into a request (the modules, archs and emit list are the caller's).
 void fill_request(const JobSpec& spec, v1::CompileRequest& request);
 
-grpc::Status to_status(const Error& error);
+// A request's module bytes in order: `module`, then each linked module.
+std::vector<std::string_view> modules_of(const v1::CompileRequest& request);
+// Sets a request's modules (one per spec.module_count()) with the spec's formats.
+void set_modules(const JobSpec& spec, const std::vector<std::string_view>& modules, v1::CompileRequest& request);
+// All module bytes of a request together (what --max-module-size bounds).
+std::size_t module_bytes(const v1::CompileRequest& request);
+
+// The most bytes of a status message: longer messages are cut there (at a character boundary)
+// and the whole text goes into the report.
+inline constexpr std::size_t k_max_status_message = 1024;
+// Report sizes (kcache.v1.ErrorReport, serialized): what fits under gRPC's default 8 KiB
+// metadata limit beside the other headers, and what a client that asked for the whole report
+// (k_full_report_header) gets.
+inline constexpr std::size_t k_default_report_bytes = 4 * 1024;
+inline constexpr std::size_t k_full_report_bytes = 1024 * 1024;
+inline constexpr const char* k_full_report_header = "kcache-error-report";  // value "full"
+
+// The status for an error: the message capped at k_max_status_message; where the message was cut
+// or the error has details, a kcache.v1.ErrorReport of at most `report_bytes` as the details.
+grpc::Status to_status(const Error& error, std::size_t report_bytes = k_default_report_bytes);
+// The error a status carries, with the report's whole message and details where it has one.
 Error from_status(const grpc::Status& status);
 
 }  // namespace kcache::wire

@@ -22,6 +22,13 @@ Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<
     return {};
   }
   for (const ImageRequest& want : images) {
+    if (spec.has_ptx_input() && want.kind != ImageKind::cubin) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        spec.module_count() == 1
+                            ? "the input is already PTX; a PTX job emits cubin only (ask for --emit cubin)"
+                            : "the job links PTX modules, which nvJitLink links into a cubin; it emits cubin only "
+                              "(ask for --emit cubin)");
+    }
     if (!contains(m_toolchain.device_archs, want.arch)) {
       return make_error(ErrorCode::k_invalid_argument, "unknown arch '" + want.arch + "': LLVM " +
                                                            m_toolchain.llvm_version + " compiles for " +

@@ -15,8 +15,8 @@
 namespace kcache::server {
 
 struct CompileJob {
-  JobSpec spec;                      // canonical
-  std::string_view module;
+  JobSpec spec;                           // canonical
+  std::vector<std::string_view> modules;  // the module bytes, one per spec.module_count(), in order
   std::vector<ImageRequest> images;  // what to produce, in order
   // Child processes (ptxas, nvlink) still running then are killed. LLVM itself runs in process
   // and cannot be stopped part-way; isolated workers will bound it too.

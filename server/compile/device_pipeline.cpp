@@ -23,15 +23,13 @@
 #include <set>
 #include <sstream>
 
+#include "compile/cubin.hpp"
+#include "compile/device_symbols.hpp"
 #include "compile/llvm_common.hpp"
-#include "compile/process.hpp"
 #include "kcache/rtlib.hpp"
 
 namespace kcache::server {
 namespace {
-
-
-
 
 // Kernels marked the old way, with !nvvm.annotations = !{ptr @f, !"kernel", i32 1}.
 std::set<std::string> annotated_kernels(const llvm::Module& m) {
@@ -97,12 +95,16 @@ const rtlib::RuntimeFunction* runtime_function(std::string_view name) {
 
 // Checks every reference to a runtime function against the manifest, before linking: GPUCompiler
 // said only "Invalid return type for runtime function 'box_bool'"; this says which declaration,
-// what rtlib expects, and who made the call. Returns whether rtlib is needed.
+// what rtlib expects, and who made the call. Returns whether rtlib is needed (a runtime function,
+// or a C++ ABI function rtlib defines, such as __cxa_pure_virtual from a vtable).
 Expected<bool> check_runtime_references(const llvm::Module& m) {
   bool needed = false;
   for (const llvm::Function& f : m) {
     std::string name = f.getName().str();
-    if (!name.starts_with("gpu_")) continue;
+    if (!name.starts_with("gpu_")) {
+      needed = needed || (f.isDeclaration() && !f.use_empty() && rtlib::provider_of(name) == rtlib::Provider::rtlib);
+      continue;
+    }
     const rtlib::RuntimeFunction* rf = runtime_function(name);
     if (rf == nullptr) {
       std::vector<std::string> known;
@@ -128,19 +130,6 @@ Expected<bool> check_runtime_references(const llvm::Module& m) {
   return needed;
 }
 
-// Calls into the CUDA device runtime (dynamic parallelism: kernels launching kernels), which
-// libcudadevrt.a provides at link time.
-bool is_device_runtime_function(llvm::StringRef name) {
-  return name.starts_with("__cudaCDP2") || name.starts_with("cuda");
-}
-
-bool uses_device_runtime(const llvm::Module& m) {
-  for (const llvm::Function& f : m) {
-    if (f.isDeclaration() && is_device_runtime_function(f.getName()) && !f.use_empty()) return true;
-  }
-  return false;
-}
-
 bool uses_libdevice(const llvm::Module& m) {
   for (const llvm::Function& f : m) {
     if (f.isDeclaration() && f.getName().starts_with("__nv_") && !f.use_empty()) return true;
@@ -163,31 +152,11 @@ Expected<void> link_needed(llvm::Module& m, std::string_view bitcode, const std:
   return {};
 }
 
-// What is still undefined after linking must come from the driver, or the module cannot load.
-Expected<void> check_undefined(const llvm::Module& m) {
-  std::vector<std::string> undefined;
-  for (const llvm::GlobalValue& gv : m.global_values()) {
-    if (!gv.isDeclaration() || gv.use_empty() || llvm::isa<llvm::GlobalAlias>(gv)) continue;
-    // A real intrinsic, not merely an llvm.* name: an unknown one would reach codegen as a call.
-    if (const auto* f = llvm::dyn_cast<llvm::Function>(&gv);
-        f != nullptr && f->getIntrinsicID() != llvm::Intrinsic::not_intrinsic) {
-      continue;
-    }
-    if (rtlib::is_driver_provided(gv.getName())) continue;
-    if (gv.getName() == "__nvvm_reflect") continue;  // libdevice's query, answered by the NVVMReflect pass
-    if (llvm::isa<llvm::Function>(gv) && is_device_runtime_function(gv.getName())) continue;  // libcudadevrt
-    undefined.push_back(gv.getName().str() + " (" + users_text(gv) + ")");
-  }
-  if (undefined.empty()) return {};
-  return invalid("undefined symbols remain after linking rtlib and libdevice: " + join(undefined, "; ") +
-                 ". Define them in the module; only vprintf, malloc, free and __assertfail come from the driver, "
-                 "and cuda*/__cudaCDP2* from the device runtime.");
-}
-
-// Links rtlib and libdevice as needed, checks what is left, and internalizes: only kernels (and
-// device variables, which host code reads by name) stay visible.
+// Links rtlib and libdevice as needed, checks what is left, and internalizes: only kernels,
+// device variables (host code reads them by name) and what the job's PTX modules call stay
+// visible.
 Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain, const CompileJob& job,
-                                     Diagnostics& diags) {
+                                     const PtxSymbols& ptx_modules, Diagnostics& diags) {
   auto needs_rtlib = check_runtime_references(m);
   if (!needs_rtlib) return needs_rtlib.error();
   m.setTargetTriple(llvm::Triple{llvm::StringRef(k_device_triple.data(), k_device_triple.size())});
@@ -208,10 +177,11 @@ Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain
       return linked.error();
     }
   }
-  if (auto defined = check_undefined(m); !defined) return defined.error();
+  if (auto defined = check_undefined_symbols(m, ptx_modules.defined); !defined) return defined.error();
   std::set<std::string> kernels = kernel_names(m);
   llvm::internalizeModule(m, [&](const llvm::GlobalValue& gv) {
-    return llvm::isa<llvm::GlobalVariable>(gv) || kernels.count(gv.getName().str()) > 0;
+    return llvm::isa<llvm::GlobalVariable>(gv) || kernels.contains(gv.getName().str()) ||
+           ptx_modules.external.contains(gv.getName().str());
   });
   // NVPTX renames internal symbols into PTX's identifier set but stops (a fatal error, found by
   // fuzz/module_fuzzer) on a visible one outside it.
@@ -259,17 +229,6 @@ void retarget_functions(llvm::Module& m) {
 
 
 
-// Kernel names of a PTX module, from its .entry directives.
-std::vector<KernelInfo> ptx_entries(std::string_view ptx) {
-  static const std::regex entry(R"(\.entry\s+([A-Za-z_$%][A-Za-z0-9_$%]*))");
-  std::vector<KernelInfo> out;
-  std::string text(ptx);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), entry); it != std::sregex_iterator(); ++it) {
-    out.push_back(KernelInfo{.name = (*it)[1]});
-  }
-  return out;
-}
-
 // The PTX ISA LLVM picks for `arch` when asked for none: the oldest that supports it. Read from
 // the `.version` of an empty module's PTX, so it always agrees with the LLVM linked in.
 Expected<int> min_ptx_version(const llvm::Triple& triple, const std::string& arch) {
@@ -313,135 +272,37 @@ Expected<std::string> emit_ptx(const llvm::Module& source, const CompileJob& job
   return emit(*m, **tm, llvm::CodeGenFileType::AssemblyFile, diags, arch);
 }
 
-// Fills registers, shared/local memory and spills from `ptxas -v` output into `kernels`.
-void read_resource_usage(const std::string& log, std::vector<KernelInfo>& kernels) {
-  static const std::regex compiling(R"(Compiling entry function '([^']+)')");
-  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  static const std::regex used(R"(Used (\d+) registers)");
-  static const std::regex smem(R"((\d+) bytes smem)");
-  KernelInfo* current = nullptr;
-  std::istringstream lines(log);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, compiling)) {
-      auto it = std::find_if(kernels.begin(), kernels.end(), [&](const KernelInfo& k) { return k.name == m[1]; });
-      current = it == kernels.end() ? &kernels.emplace_back(KernelInfo{.name = m[1]}) : &*it;
-      continue;
-    }
-    if (current == nullptr) continue;
-    if (std::regex_search(line, m, frame)) {
-      current->local_bytes = std::stoull(m[1]);
-      current->spill_stores = static_cast<std::uint32_t>(std::stoul(m[2]));
-      current->spill_loads = static_cast<std::uint32_t>(std::stoul(m[3]));
-    }
-    if (std::regex_search(line, m, used)) current->registers = static_cast<std::uint32_t>(std::stoul(m[1]));
-    if (std::regex_search(line, m, smem)) current->shared_bytes = std::stoull(m[1]);
-  }
-}
-
-struct Assembled {
-  std::string cubin;
-  std::string log;  // resource usage per kernel, warnings
-};
-
-Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
-                                        const std::string& arch, bool device_runtime, ErrorCode failure_code) {
-  TempDir dir;
-  if (dir.path().empty()) return make_error(ErrorCode::k_internal, "cannot create a scratch folder for ptxas");
-  std::filesystem::path in = dir.path() / "module.ptx", out = dir.path() / "module.cubin";
-  {
-    std::ofstream f(in, std::ios::binary);
-    f.write(ptx.data(), static_cast<std::streamsize>(ptx.size()));
-    if (!f) return make_error(ErrorCode::k_internal, "cannot write " + in.string());
-  }
-  std::vector<std::string> argv = {toolchain.ptxas.string(), "-arch=" + arch, "-v",
-                                   "--opt-level=" + std::to_string(job.spec.options.opt_level)};
-  if (job.spec.options.debug_info) argv.push_back("--device-debug");
-  if (job.spec.options.lineinfo) argv.push_back("--generate-line-info");
-  // Dynamic parallelism: a relocatable object, then nvlink with the device runtime.
-  std::filesystem::path object = dir.path() / "module.o";
-  if (device_runtime) argv.push_back("--compile-only");
-  argv.insert(argv.end(), {"-o", (device_runtime ? object : out).string(), in.string()});
-  auto run = run_process(argv, job.deadline);
-  if (!run) return run.error();
-  if (run->exit_code != 0) {
-    return make_error(failure_code, run->signal != 0 ? "ptxas was killed by signal " + std::to_string(run->signal)
-                                                     : "ptxas rejected the PTX for " + arch + ":\n" + run->output);
-  }
-  std::string log = run->output;
-  if (device_runtime) {
-    auto link = run_process({toolchain.nvlink.string(), "-arch=" + arch, object.string(), toolchain.cudadevrt.string(),
-                             "-o", out.string()},
-                            job.deadline);
-    if (!link) return link.error();
-    if (link->exit_code != 0) return make_error(ErrorCode::k_internal, "nvlink failed for " + arch + ":\n" + link->output);
-    log += link->output;
-  }
-  std::ifstream f(out, std::ios::binary);
-  return Assembled{std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), log};
-}
-
-Expected<Assembled> assemble_with_nvjitlink(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
-                                            const std::string& arch, bool device_runtime, ErrorCode failure_code) {
-  // nvJitLink takes only -O0/-O3 itself; ptxas inside it takes every level.
-  std::vector<std::string> options = {"-Xptxas=--opt-level=" + std::to_string(job.spec.options.opt_level)};
-  if (job.spec.options.debug_info) options.push_back("-g");
-  if (job.spec.options.lineinfo) options.push_back("-lineinfo");
-  std::vector<std::filesystem::path> libraries;
-  if (device_runtime) libraries.push_back(toolchain.cudadevrt);
-  auto result = toolchain.nvjitlink->assemble(ptx, arch, options, libraries, failure_code);
-  if (!result) return result.error();
-  return Assembled{std::move(result->cubin), std::move(result->info_log)};
-}
-
-// Assembles PTX to a cubin for `arch` (nvJitLink in process, else ptxas). `user_ptx` says the
-// PTX came from the client, so complaints are about the input (INVALID_ARGUMENT), not about
-// kcache (INTERNAL). Warnings come back verbatim as diagnostics.
-Expected<Image> assemble_cubin(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
-                               const std::string& arch, bool user_ptx, bool device_runtime,
-                               std::vector<std::string>& diagnostics) {
-  ErrorCode failure_code = user_ptx ? ErrorCode::k_invalid_argument : ErrorCode::k_internal;
-  if (device_runtime && (toolchain.cudadevrt.empty() || (!toolchain.nvjitlink && toolchain.nvlink.empty()))) {
-    return make_error(ErrorCode::k_failed_precondition,
-                      "the module launches kernels from the device (dynamic parallelism), which needs libcudadevrt.a "
-                      "(and nvJitLink or nvlink) from the CUDA toolkit under " + toolchain.cuda_root.string());
-  }
-  auto assembled = toolchain.nvjitlink
-                       ? assemble_with_nvjitlink(toolchain, job, ptx, arch, device_runtime, failure_code)
-                       : assemble_with_ptxas(toolchain, job, ptx, arch, device_runtime, failure_code);
-  if (!assembled) return assembled.error();
-  if (assembled->cubin.empty()) return make_error(ErrorCode::k_internal, "no cubin came back for " + arch);
-  std::istringstream lines(assembled->log);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find("warning") != std::string::npos) diagnostics.push_back(line);
-  }
-  std::vector<KernelInfo> kernels = ptx_entries(ptx);
-  read_resource_usage(assembled->log, kernels);
-  return make_image({arch, ImageKind::cubin}, std::move(assembled->cubin), std::move(kernels));
-}
-
-Expected<CompileOutput> compile_ptx_input(const Toolchain& toolchain, const CompileJob& job) {
-  CompileOutput out;
-  if (job.module.empty()) return invalid("the module is empty: send LLVM bitcode, LLVM text IR or PTX");
-  for (const ImageRequest& want : job.images) {
-    if (want.kind != ImageKind::cubin) {
-      return invalid("the input is already PTX; a PTX job emits cubin only (ask for --emit cubin)");
-    }
-    bool device_runtime = job.module.find("__cudaCDP2") != std::string_view::npos ||
-                          job.module.find("cudaLaunchDevice") != std::string_view::npos;
-    auto image = assemble_cubin(toolchain, job, job.module, want.arch, true, device_runtime, out.diagnostics);
-    if (!image) return image.error();
-    out.images.push_back(std::move(*image));
-  }
-  return out;
-}
-
 }  // namespace
 
 Expected<CompileOutput> compile_device(const Toolchain& toolchain, const CompileJob& job) {
-  if (job.spec.format == InputFormat::ptx) return compile_ptx_input(toolchain, job);
+  // IR modules are linked by LLVM into one; PTX modules join them at the cubin link (nvJitLink).
+  std::vector<ModuleSource> ir;
+  std::vector<std::string_view> user_ptx;
+  PtxSymbols ptx_modules;
+  for (std::size_t i = 0; i < job.modules.size(); ++i) {
+    InputFormat format = i == 0 ? job.spec.format : job.spec.linked_formats.at(i - 1);
+    std::string name = i == 0 ? "the module" : "linked module " + std::to_string(i + 1);
+    if (job.modules[i].empty()) return invalid(name + " is empty: send LLVM bitcode, LLVM text IR or PTX");
+    if (format != InputFormat::ptx) {
+      ir.push_back({format, job.modules[i], name});
+      continue;
+    }
+    user_ptx.push_back(job.modules[i]);
+    PtxSymbols symbols = ptx_symbols(job.modules[i]);
+    ptx_modules.defined.merge(symbols.defined);
+    ptx_modules.external.merge(symbols.external);
+  }
+  CompileOutput out;
+  if (ir.empty()) {  // PTX only: assemble (and link) it for each arch
+    for (const ImageRequest& want : job.images) {
+      auto image = assemble_cubin(toolchain, job, user_ptx, want.arch, true, out.diagnostics);
+      if (!image) return image.error();
+      out.images.push_back(std::move(*image));
+    }
+    return out;
+  }
 
-  auto loaded = load_module(job.spec.format, job.module);
+  auto loaded = load_and_link(ir);
   if (!loaded) return loaded.error();
   llvm::Module& module = *(*loaded)->module;
   Diagnostics& diags = (*loaded)->diags;
@@ -450,15 +311,13 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
   // The newest PTX ISA both LLVM and ptxas take, never older than the module asks for (inline
   // asm from CUDA headers needs it). Read before rtlib, whose clang tags would count too.
   int ptx_version = std::max(requested_ptx_version(module), toolchain.max_ptx_version);
-  if (auto linked = link_device_libraries(module, toolchain, job, diags); !linked) return linked.error();
-  bool device_runtime = uses_device_runtime(module);
+  if (auto linked = link_device_libraries(module, toolchain, job, ptx_modules, diags); !linked) return linked.error();
   retarget_functions(module);
   apply_debug_options(module, job.spec.options);
   if (job.spec.options.fast_math) apply_fast_math(module);
 
   // One PTX per arch, shared by that arch's ptx and cubin images.
   std::map<std::string, std::string> ptx_by_arch;
-  CompileOutput out;
   for (const ImageRequest& want : job.images) {
     auto ptx = ptx_by_arch.find(want.arch);
     if (ptx == ptx_by_arch.end()) {
@@ -470,7 +329,9 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
       out.images.push_back(make_image(want, ptx->second, ptx_entries(ptx->second)));
       continue;
     }
-    auto cubin = assemble_cubin(toolchain, job, ptx->second, want.arch, false, device_runtime, out.diagnostics);
+    std::vector<std::string_view> link = {ptx->second};
+    link.insert(link.end(), user_ptx.begin(), user_ptx.end());
+    auto cubin = assemble_cubin(toolchain, job, link, want.arch, false, out.diagnostics);
     if (!cubin) return cubin.error();
     out.images.push_back(std::move(*cubin));
   }

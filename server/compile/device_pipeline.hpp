@@ -1,5 +1,6 @@
-// Device pipeline: LLVM IR -> PTX per arch (parse, verify, check, optimise, NVPTX codegen), and
-// PTX -> cubin through ptxas.
+// Device pipeline: LLVM IR -> PTX per arch (parse, verify, link the job's modules, link rtlib and
+// libdevice, check, internalize, optimise, NVPTX codegen), and PTX -> cubin (compile/cubin.hpp),
+// with the job's own PTX modules linked in.
 #pragma once
 
 #include "compile/compiler.hpp"

@@ -31,7 +31,7 @@ Expected<void> check_triple(const llvm::Module& m, const llvm::Triple& target) {
 
 Expected<CompileOutput> compile_host(const Toolchain& toolchain, const CompileJob& job) {
   const CompileOptions& options = job.spec.options;
-  auto loaded = load_module(job.spec.format, job.module);
+  auto loaded = load_module(job.spec.format, job.modules.at(0));
   if (!loaded) return loaded.error();
   llvm::Module& module = *(*loaded)->module;
   Diagnostics& diags = (*loaded)->diags;

@@ -17,6 +17,7 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Operator.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Linker/Linker.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
@@ -209,6 +210,19 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
   return out;
 }
 
+std::string join_capped(const std::vector<std::string>& items, std::size_t budget) {
+  std::string out;
+  std::size_t shown = 0;
+  for (; shown < items.size(); ++shown) {
+    std::string_view item = std::string_view(items[shown]).substr(0, 200);  // one long name never fills it
+    if (shown > 0 && out.size() + item.size() + 2 > budget) break;
+    if (shown > 0) out += ", ";
+    out += item;
+  }
+  if (shown < items.size()) out += " and " + std::to_string(items.size() - shown) + " more";
+  return out;
+}
+
 void Diagnostics::install(llvm::LLVMContext& ctx) { ctx.setDiagnosticHandlerCallBack(&handle_diagnostic, this); }
 
 Expected<std::unique_ptr<LoadedModule>> load_module(InputFormat format, std::string_view bytes) {
@@ -220,6 +234,36 @@ Expected<std::unique_ptr<LoadedModule>> load_module(InputFormat format, std::str
   llvm::raw_string_ostream os(report);
   if (llvm::verifyModule(**module, &os)) return invalid("the module fails the LLVM verifier:\n" + report);
   loaded->module = std::move(*module);
+  return loaded;
+}
+
+Expected<std::unique_ptr<LoadedModule>> load_and_link(const std::vector<ModuleSource>& modules) {
+  if (modules.empty()) return invalid("the job has no LLVM IR module");
+  auto loaded = load_module(modules[0].format, modules[0].bytes);
+  if (!loaded) return loaded.error();
+  llvm::Module& into = *(*loaded)->module;
+  for (std::size_t i = 1; i < modules.size(); ++i) {
+    const ModuleSource& source = modules[i];
+    auto module = parse((*loaded)->ctx, source.format, source.bytes);
+    if (!module) return make_error(module.error().code, source.name + ": " + module.error().message);
+    std::string report;
+    llvm::raw_string_ostream os(report);
+    if (llvm::verifyModule(**module, &os)) return invalid(source.name + " fails the LLVM verifier:\n" + report);
+    const llvm::Triple& triple = (*module)->getTargetTriple();
+    if (!triple.str().empty() && !into.getTargetTriple().str().empty() &&
+        triple.getArch() != into.getTargetTriple().getArch()) {
+      return invalid(source.name + " targets '" + triple.str() + "' but the first module targets '" +
+                     into.getTargetTriple().str() + "': a job links modules for one target");
+    }
+    // The first module's triple and layout win; clang writes the same ones into every module.
+    (*module)->setTargetTriple(into.getTargetTriple());
+    (*module)->setDataLayout(into.getDataLayout());
+    (*loaded)->diags.errors.clear();
+    if (llvm::Linker::linkModules(into, std::move(*module))) {
+      return invalid("cannot link " + source.name + " with the modules before it: " +
+                     join((*loaded)->diags.errors, "; "));
+    }
+  }
   return loaded;
 }
 

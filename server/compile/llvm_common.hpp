@@ -22,6 +22,9 @@ namespace kcache::server {
 inline Error invalid(std::string message) { return make_error(ErrorCode::k_invalid_argument, std::move(message)); }
 
 std::string join(const std::vector<std::string>& items, std::string_view separator);
+// The first items, comma-separated, within about `budget` bytes, then "and N more": for messages
+// that must stay short (a gRPC status message) however many items there are.
+std::string join_capped(const std::vector<std::string>& items, std::size_t budget);
 
 // Collects what LLVM reports while a job runs; errors fail the job, warnings become diagnostics.
 // Install with install(ctx) before parsing.
@@ -44,6 +47,16 @@ struct LoadedModule {
 
 // Parses bitcode or text IR (errors name line and column) and runs the verifier.
 Expected<std::unique_ptr<LoadedModule>> load_module(InputFormat format, std::string_view bytes);
+
+// One IR module of a job: its format, bytes, and how errors name it ("the module", "linked module 2").
+struct ModuleSource {
+  InputFormat format;
+  std::string_view bytes;
+  std::string name;
+};
+// Parses and verifies each module, then links them all into the first (relocatable device code:
+// a symbol one declares, another defines). Two definitions of one symbol are INVALID_ARGUMENT.
+Expected<std::unique_ptr<LoadedModule>> load_and_link(const std::vector<ModuleSource>& modules);
 
 // Keeps full debug info, line tables only, or none, as the options say.
 void apply_debug_options(llvm::Module& m, const CompileOptions& options);

@@ -65,7 +65,7 @@ NvJitLink::~NvJitLink() {
   if (m_library != nullptr) dlclose(m_library);
 }
 
-Expected<NvJitLink::Result> NvJitLink::assemble(std::string_view ptx, const std::string& arch,
+Expected<NvJitLink::Result> NvJitLink::assemble(const std::vector<std::string_view>& ptx, const std::string& arch,
                                                 const std::vector<std::string>& options,
                                                 const std::vector<std::filesystem::path>& libraries,
                                                 ErrorCode failure_code) const {
@@ -88,7 +88,11 @@ Expected<NvJitLink::Result> NvJitLink::assemble(std::string_view ptx, const std:
     return text;
   };
   Result result;
-  Status s = api.add_data(handle, k_input_ptx, ptx.data(), ptx.size(), "module.ptx");
+  Status s = 0;
+  for (std::size_t i = 0; i < ptx.size() && s == 0; ++i) {
+    std::string name = "module" + std::to_string(i) + ".ptx";
+    s = api.add_data(handle, k_input_ptx, ptx[i].data(), ptx[i].size(), name.c_str());
+  }
   for (const std::filesystem::path& library : libraries) {
     if (s == 0) s = api.add_file(handle, k_input_library, library.c_str());
   }

@@ -26,10 +26,12 @@ class NvJitLink {
     std::string cubin;
     std::string info_log;  // with -verbose: registers, memory and spills per kernel
   };
-  // Assembles `ptx` for `arch` with nvJitLink `options` (-O3, -g, -lineinfo, ...). Thread-safe:
-  // every call has its own handle. A failure carries nvJitLink's error log verbatim.
-  // `libraries` (static device libraries such as libcudadevrt.a) are linked in.
-  Expected<Result> assemble(std::string_view ptx, const std::string& arch, const std::vector<std::string>& options,
+  // Assembles the PTX modules (one, or several to link) for `arch` with nvJitLink `options`
+  // (-O3, -g, -lineinfo, ...). Thread-safe: every call has its own handle. A failure carries
+  // nvJitLink's error log verbatim. `libraries` (static device libraries such as
+  // libcudadevrt.a) are linked in.
+  Expected<Result> assemble(const std::vector<std::string_view>& ptx, const std::string& arch,
+                            const std::vector<std::string>& options,
                             const std::vector<std::filesystem::path>& libraries, ErrorCode failure_code) const;
 
  private:

@@ -41,6 +41,12 @@ bool has_image(const std::vector<ImageMeta>& metas, const ImageRequest& want) {
   return std::any_of(metas.begin(), metas.end(), [&](const ImageMeta& m) { return m.id() == want; });
 }
 
+// Whether the client asked for an error's whole report (and raised its metadata limit to take it).
+bool wants_full_report(const grpc::ServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(wire::k_full_report_header);
+  return it != metadata.end() && it->second == "full";
+}
 
 }  // namespace
 
@@ -89,7 +95,8 @@ Expected<KCacheService::FetchedImage> KCacheService::fetch_image(const v1::Fetch
 }
 
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
-                                                        const std::string& module, std::vector<ImageRequest> missing,
+                                                        const std::vector<std::string_view>& modules,
+                                                        std::vector<ImageRequest> missing,
                                                         bool& coalesced) {
   // One compile per (side, key, images): later identical requests wait for the first one's.
   std::string flight = std::string(side_name(spec.side)) + "/" + key.hex();
@@ -97,7 +104,7 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
 
   // Owned by the queued job, which may outlive this request.
   struct Pending {
-    std::string module;
+    std::vector<std::string> modules;
     CompileJob job;
     std::promise<Expected<CompileOutput>> done;
   };
@@ -115,8 +122,8 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
   }
   coalesced = pending == nullptr;
   if (pending) {
-    pending->module = module;
-    pending->job = CompileJob{spec, pending->module, std::move(missing),
+    pending->modules.assign(modules.begin(), modules.end());
+    pending->job = CompileJob{spec, {pending->modules.begin(), pending->modules.end()}, std::move(missing),
                               std::chrono::steady_clock::now() + m_limits.job_timeout};
     auto finish = [this, pending, flight](Expected<CompileOutput> output) {
       {
@@ -159,9 +166,10 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
 Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, v1::CompileResponse& response,
                                              std::string& key_hex, bool retried) {
   const Toolchain& toolchain = m_compiler.toolchain();
-  if (request.module().size() > m_limits.max_module_bytes) {
+  if (std::size_t bytes = wire::module_bytes(request); bytes > m_limits.max_module_bytes) {
     return make_error(ErrorCode::k_resource_exhausted,
-                      "the module is " + std::to_string(request.module().size()) + " bytes; this kcached accepts " +
+                      std::string(request.linked_modules_size() > 0 ? "the modules are " : "the module is ") +
+                          std::to_string(bytes) + " bytes; this kcached accepts " +
                           std::to_string(m_limits.max_module_bytes) + " at most (--max-module-size)");
   }
   if (static_cast<std::uint32_t>(request.archs_size()) > m_limits.max_archs) {
@@ -175,7 +183,8 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   if (!images) return images.error();
   if (auto supported = m_compiler.check_supported(*spec, *images); !supported) return supported.error();
 
-  Key key = compute_key(*spec, request.module(), toolchain.fingerprint);
+  std::vector<std::string_view> modules = wire::modules_of(request);
+  Key key = compute_key(*spec, modules, toolchain.fingerprint);
   key_hex = key.hex();
   response.set_key(key_hex);
 
@@ -189,7 +198,7 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   std::vector<Image> compiled;
   bool coalesced = false;
   if (!missing.empty()) {
-    auto output = compile_and_store(*spec, key, request.module(), missing, coalesced);
+    auto output = compile_and_store(*spec, key, modules, missing, coalesced);
     if (!output) return output.error();
     for (std::string& d : output->diagnostics) response.add_diagnostics(std::move(d));
     compiled = std::move(output->images);
@@ -242,10 +251,11 @@ grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::Comp
   const char* side = wire::from_proto(request->side()) == Side::host ? "host" : "device";
   if (!outcome) {
     ++m_counters.errors;
-    spdlog::warn("compile key={:.12} side={} archs={} outcome=error ms={:.1f} code={} error={}",
+    spdlog::warn("compile key={:.12} side={} archs={} outcome=error ms={:.1f} code={} error={:.1024}",
                  key_hex.empty() ? "-" : key_hex, side, archs.empty() ? "-" : archs, ms,
                  error_code_name(outcome.error().code), outcome.error().message);
-    return wire::to_status(outcome.error());
+    return wire::to_status(outcome.error(), wants_full_report(*context) ? wire::k_full_report_bytes
+                                                                        : wire::k_default_report_bytes);
   }
   response->set_outcome(*outcome);
   ++(*outcome == v1::OUTCOME_HIT ? m_counters.hits

@@ -58,6 +58,7 @@ void fill_result(Expected<CompileOutput>& output, Result& result) {
   if (!output) {
     result.set_code(static_cast<std::uint32_t>(output.error().code));
     result.set_message(output.error().message);
+    for (const std::string& line : output.error().details) result.add_details(line);
     return;
   }
   for (Image& image : output->images) {
@@ -72,7 +73,7 @@ void fill_result(Expected<CompileOutput>& output, Result& result) {
 Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
   auto spec = wire::job_spec(job.request(), compiler.toolchain().host_triple);
   if (!spec) return spec.error();
-  CompileJob compile_job{*spec, job.request().module(), {}, Clock::time_point::max()};
+  CompileJob compile_job{*spec, wire::modules_of(job.request()), {}, Clock::time_point::max()};
   for (const ImageRef& ref : job.images()) {
     std::optional<ImageKind> kind = wire::from_proto(ref.kind());
     if (!kind) return make_error(ErrorCode::k_internal, "a job image without a kind");
@@ -277,7 +278,7 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
   Job message;
   message.set_key(key.hex());
   wire::fill_request(job.spec, *message.mutable_request());
-  message.mutable_request()->set_module(job.module.data(), job.module.size());
+  wire::set_modules(job.spec, job.modules, *message.mutable_request());
   for (const ImageRequest& r : job.images) {
     ImageRef* ref = message.add_images();
     ref->set_arch(r.arch);
@@ -350,7 +351,10 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
       std::lock_guard lock(m_mutex);
       m_idle.push_back(p);
     }
-    if (result.code() != 0) return make_error(static_cast<ErrorCode>(result.code()), result.message());
+    if (result.code() != 0) {
+      return make_error(static_cast<ErrorCode>(result.code()), result.message(),
+                        {result.details().begin(), result.details().end()});
+    }
     CompileOutput output;
     for (v1::Image& proto : *result.mutable_images()) {
       auto image = image_from_proto(std::move(proto));

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 static int failures = 0;
@@ -89,6 +90,36 @@ int main(int argc, char **argv) {
   job.opt_level = 9;
   CHECK(kcache_fetch_or_compile(client, module, size, &job, "sm_90", &none) == KCACHE_INVALID_ARGUMENT);
   CHECK(none == NULL);
+
+  /* Relocatable device code: a second module linked in is part of the key and of the image. */
+  static const char helper[] =
+      "target triple = \"nvptx64-nvidia-cuda\"\n"
+      "define ptx_kernel void @linked_kernel(ptr %p) {\n  store i32 7, ptr %p\n  ret void\n}\n";
+  kcache_module linked = {helper, sizeof helper - 1, KCACHE_FORMAT_TEXT};
+  kcache_job rdc;
+  kcache_job_init(&rdc);
+  rdc.linked_modules = &linked;
+  rdc.linked_module_count = 1;
+  char rdc_key[65];
+  CHECK(kcache_compute_key(client, module, size, &rdc, rdc_key) == KCACHE_OK);
+  CHECK(strcmp(rdc_key, key) != 0);
+  kcache_image *rdc_image = NULL;
+  CHECK(kcache_fetch_or_compile(client, module, size, &rdc, "sm_90", &rdc_image) == KCACHE_OK);
+  CHECK(rdc_image != NULL && memmem(kcache_image_data(rdc_image), kcache_image_size(rdc_image), ".entry linked_kernel", 20) != NULL);
+  kcache_image_free(rdc_image);
+
+  /* A caller built against the first kcache_job (before linked_modules): nothing past its size is read. */
+  kcache_job old;
+  memset(&old, 0xAB, sizeof old);
+  kcache_job_init_size(&old, offsetof(kcache_job, linked_modules));
+  CHECK(old.struct_size == offsetof(kcache_job, linked_modules));
+  char old_key[65];
+  CHECK(kcache_compute_key(client, module, size, &old, old_key) == KCACHE_OK);
+  CHECK(strcmp(old_key, key) == 0);
+  kcache_job uninitialised;
+  memset(&uninitialised, 0, sizeof uninitialised);
+  CHECK(kcache_compute_key(client, module, size, &uninitialised, old_key) == KCACHE_INVALID_ARGUMENT);
+  CHECK(strstr(kcache_last_error(), "kcache_job_init") != NULL);
 
   kcache_image_free(image);
   kcache_image_free(again);

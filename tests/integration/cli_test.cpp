@@ -1,6 +1,9 @@
 // The kcache command line: the contract scripts rely on (subcommands, --json fields, output
 // files, exit codes, server resolution).
+#include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
+
+#include "wire/wire.hpp"
 
 #include "daemon_fixture.hpp"
 
@@ -155,6 +158,106 @@ TEST_F(Cli, HostCompileWithStubsWritesTheObjectAndListsWhatWasStubbed) {
   std::vector<std::string> stubbed = j["images"][0]["stubbed"];
   EXPECT_EQ(stubbed, (std::vector<std::string>{"gpu_malloc", "gpu_report_exception",
                                                "thread_index (uses llvm.nvvm.read.ptx.sreg.tid.x)"}));
+}
+
+// Relocatable device code from the command line: several files, one image per arch.
+TEST_F(Cli, CompileLinksSeveralModulesAndTheKeyCoversEachInOrder) {
+  const std::string header = "target triple = \"nvptx64-nvidia-cuda\"\n";
+  std::filesystem::path kernel = m_dir.path() / "kernel.ll", scale = m_dir.path() / "scale.bc",
+                        bias = m_dir.path() / "bias.ll", out = m_dir.path() / "out";
+  write_file(kernel, header + R"(declare float @scale(float)
+@bias = external addrspace(1) global float
+define ptx_kernel void @apply(ptr %data) {
+  %x = load float, ptr %data
+  %y = call float @scale(float %x)
+  %b = load float, ptr addrspace(1) @bias
+  %z = fadd float %y, %b
+  store float %z, ptr %data
+  ret void
+})");
+  write_file(scale, to_bitcode(header + "define float @scale(float %x) {\n  %y = fmul float %x, 2.0\n  ret float %y\n}\n"));
+  write_file(bias, header + "@bias = addrspace(1) global float 1.0\n");
+
+  auto linked = run_cli({"--json", "compile", kernel.string(), scale.string(), bias.string(), "--arch", "sm_80,sm_90",
+                         "--emit", "ptx", "--out-dir", out.string()},
+                        m_daemon->address());
+  ASSERT_EQ(linked.exit_code, 0) << linked.err;
+  json j = parse_json(linked);
+  ASSERT_EQ(j["images"].size(), 2u);
+  std::string ptx = read_file(out / "sm_90.ptx");
+  EXPECT_NE(ptx.find(".visible .entry apply("), std::string::npos) << ptx;
+  EXPECT_EQ(ptx.find(".extern"), std::string::npos) << "scale and bias resolved:\n" << ptx;
+
+  auto key = run_cli({"key", kernel.string(), scale.string(), bias.string()}, m_daemon->address());
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  EXPECT_EQ(key.out.substr(0, 64), j["key"].get<std::string>()) << "the local key agrees with the daemon's";
+  auto reordered = run_cli({"key", kernel.string(), bias.string(), scale.string()}, m_daemon->address());
+  auto alone = run_cli({"key", kernel.string()}, m_daemon->address());
+  EXPECT_NE(reordered.out.substr(0, 64), j["key"].get<std::string>()) << "the order is part of the key";
+  EXPECT_NE(alone.out.substr(0, 64), j["key"].get<std::string>());
+
+  auto again = run_cli({"compile", kernel.string(), scale.string(), bias.string(), "--arch", "sm_80,sm_90"},
+                       m_daemon->address());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out.substr(0, 3), "hit") << again.out;
+
+  auto unlinked = run_cli({"compile", kernel.string(), bias.string(), "--arch", "sm_80"}, m_daemon->address());
+  EXPECT_EQ(unlinked.exit_code, 3);
+  EXPECT_NE(unlinked.err.find("scale: used by function 'apply'"), std::string::npos) << unlinked.err;
+
+  std::filesystem::path host = m_dir.path() / "host.ll";
+  write_file(host, read_test_data("package/host.ll"));
+  auto host_linked = run_cli({"compile", host.string(), host.string(), "--side", "host"}, m_daemon->address());
+  EXPECT_EQ(host_linked.exit_code, 3);
+  EXPECT_NE(host_linked.err.find("a host job compiles one module"), std::string::npos) << host_linked.err;
+}
+
+// An error naming a thousand symbols, each with many users: the status stays short, the whole
+// report reaches the person (and --json), and a plain gRPC client with default limits still
+// gets the status (the report was once sent as one >8 KiB message and lost).
+TEST_F(Cli, AThousandUndefinedSymbolsReachThePersonWhole) {
+  std::string ir = "target triple = \"nvptx64-nvidia-cuda\"\n";
+  for (int s = 0; s < 1000; ++s) ir += "declare void @undefined_function_number_" + std::to_string(s) + "()\n";
+  for (int k = 0; k < 6; ++k) {
+    ir += "define ptx_kernel void @kernel_" + std::to_string(k) + "() {\n";
+    for (int s = 0; s < 1000; ++s) ir += "  call void @undefined_function_number_" + std::to_string(s) + "()\n";
+    ir += "  ret void\n}\n";
+  }
+  std::filesystem::path src = m_dir.path() / "big.ll";
+  write_file(src, ir);
+
+  auto human = run_cli({"compile", src.string(), "--arch", "sm_80"}, m_daemon->address());
+  EXPECT_EQ(human.exit_code, 3) << human.err;
+  std::string first_line = human.err.substr(0, human.err.find('\n'));
+  EXPECT_LT(first_line.size(), 1200u) << first_line;
+  EXPECT_NE(first_line.find("1000 undefined symbols remain"), std::string::npos) << first_line;
+  EXPECT_NE(first_line.find("more"), std::string::npos) << first_line;
+  for (int s : {0, 500, 999}) {
+    std::string line = "undefined_function_number_" + std::to_string(s) +
+                       ": used by function 'kernel_0', function 'kernel_1', function 'kernel_2', function 'kernel_3', "
+                       "function 'kernel_4', function 'kernel_5'";
+    EXPECT_NE(human.err.find(line), std::string::npos) << "the report names every symbol with all its users: " << s;
+  }
+
+  auto as_json = run_cli({"--json", "compile", src.string(), "--arch", "sm_80"}, m_daemon->address());
+  EXPECT_EQ(as_json.exit_code, 3);
+  json j = parse_json(as_json);
+  ASSERT_TRUE(j.contains("report")) << as_json.out;
+  EXPECT_EQ(j["report"].size(), 1000u);
+  EXPECT_EQ(j["exit_code"], 3);
+
+  // A client that did not ask for the whole report, with gRPC's default limits.
+  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
+  v1::CompileResponse response;
+  grpc::ClientContext ctx;
+  grpc::Status status = v1::KCache::NewStub(channel)->Compile(&ctx, device_request(ir, {"sm_80"}), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_LE(status.error_message().size(), 1024u);
+  EXPECT_NE(status.error_message().find("1000 undefined symbols remain"), std::string::npos);
+  EXPECT_LE(status.error_details().size(), 4096u);
+  Error e = wire::from_status(status);
+  EXPECT_GT(e.details.size(), 3u);
+  EXPECT_NE(e.details.back().find("more not sent"), std::string::npos) << e.details.back();
 }
 
 }  // namespace

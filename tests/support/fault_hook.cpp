@@ -17,7 +17,7 @@
 namespace kcache::server::worker {
 
 void fault_hook(const CompileJob& job) {
-  auto named = [&](std::string_view marker) { return job.module.find(marker) != std::string_view::npos; };
+  auto named = [&](std::string_view marker) { return job.modules.at(0).find(marker) != std::string_view::npos; };
   if (named("kcache_test_fault_crash")) {
     ::signal(SIGSEGV, SIG_DFL);
     ::raise(SIGSEGV);
@@ -31,7 +31,9 @@ void fault_hook(const CompileJob& job) {
     for (;;) {
       constexpr std::size_t k_chunk = 64ULL << 20;
       hog.emplace_back(new char[k_chunk]);
-      std::memset(hog.back().get(), 1, k_chunk);  // touched, so it is really used
+      // The limit is on address space (RLIMIT_AS), which `new` reaches without touching every
+      // page; touching all 2 GiB took longer than the test's job time limit on a loaded machine.
+      hog.back()[0] = 1;
     }
   }
 }

@@ -24,7 +24,7 @@ inline Expected<server::CompileOutput> compile_device_job(const std::string& mod
   spec.format = format;
   spec.options = std::move(options);
   if (auto ok = canonicalize(spec, with.toolchain().host_triple); !ok) return ok.error();
-  return with.compile(server::CompileJob{spec, module, std::move(images)});
+  return with.compile(server::CompileJob{spec, {module}, std::move(images)});
 }
 
 }  // namespace kcache::test

@@ -116,7 +116,7 @@ TEST(DevicePipeline, ExplainsEachBadInput) {
       {"entry returns a value", "define i32 @f() {\n  ret i32 0\n}\n", "returns a value", InputFormat::llvm_text, {"f"}},
       // Found by fuzz/module_fuzzer: both used to stop LLVM with a fatal error.
       {"unknown intrinsic", "declare i32 @llvm.nvvm.no.such.thing()\ndefine void @k() {\n  %x = call i32 @llvm.nvvm.no.such.thing()\n  ret void\n}\n",
-       "undefined symbols remain after linking rtlib and libdevice: llvm.nvvm.no.such.thing", InputFormat::llvm_text, {"k"}},
+       "undefined symbol remains after linking rtlib and libdevice: llvm.nvvm.no.such.thing", InputFormat::llvm_text, {"k"}},
       {"kernel name outside PTX's identifiers", "define void @\"k\\b0x\"() {\n  ret void\n}\n",
        "must be PTX identifiers", InputFormat::llvm_text, {"k\xb0x"}},
       // Found by fuzz/module_fuzzer: LLVM's annotation upgrade read past the end of this entry
@@ -190,10 +190,11 @@ TEST(CubinAssemblers, NvJitLinkAndPtxasBothMakeCudaElfsWithResourceUsage) {
   static const Compiler ptxas(detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas));
   EXPECT_EQ(ptxas.toolchain().nvjitlink, nullptr);
   EXPECT_NE(ptxas.toolchain().fingerprint, automatic.toolchain().fingerprint) << "the assembler is in every key";
+  std::string saxpy = test::read_test_data("kernels/saxpy.ll");
   for (const Compiler* c : {&automatic, &ptxas}) {
     JobSpec spec;
     ASSERT_TRUE(canonicalize(spec, c->toolchain().host_triple));
-    auto out = c->compile(CompileJob{spec, test::read_test_data("kernels/saxpy.ll"), {{"sm_90", ImageKind::cubin}}});
+    auto out = c->compile(CompileJob{spec, {saxpy}, {{"sm_90", ImageKind::cubin}}});
     ASSERT_TRUE(out) << assembler_name(c->toolchain()) << ": " << out.error().message;
     EXPECT_EQ(out->images[0].data.substr(0, 4), "\x7f" "ELF");
     ASSERT_EQ(out->images[0].meta.kernels.size(), 1u);

@@ -66,5 +66,63 @@ TEST(Key, CanonicalFormsShareAKey) {
   EXPECT_EQ(key_of(debug), key_of(both));
 }
 
+// The encoding as common/KEY_FORMAT.md writes it, field by field, built here independently of
+// key.cpp: a one-module job encodes as it did before linked modules existed, and each linked
+// module is a tag 11 field (format byte, then its SHA-256), in order.
+std::string field(std::uint8_t tag, std::string_view value) {
+  std::string out(1, static_cast<char>(tag));
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((static_cast<std::uint64_t>(value.size()) >> (8 * i)) & 0xff);
+  return out.append(value);
+}
+
+Key documented_key(const std::vector<std::pair<InputFormat, std::string_view>>& modules, const Digest& fp) {
+  std::string encoded = "kcache-key";
+  encoded += field(1, std::string("\x01\x00\x00\x00", 4));
+  encoded += field(2, as_bytes(fp));
+  encoded += field(3, std::string(1, '\x01'));
+  encoded += field(4, std::string(1, static_cast<char>(modules[0].first)));
+  encoded += field(5, k_device_triple);
+  encoded += field(6, "");
+  encoded += field(7, std::string(1, '\x02'));
+  encoded += field(8, std::string(1, '\x00'));
+  encoded += field(10, as_bytes(sha256(modules[0].second)));
+  for (std::size_t i = 1; i < modules.size(); ++i) {
+    encoded += field(11, std::string(1, static_cast<char>(modules[i].first)) + std::string(as_bytes(sha256(modules[i].second))));
+  }
+  return Key{sha256(encoded)};
+}
+
+TEST(Key, LinkedModulesAreCoveredInOrderAsDocumented) {
+  Digest fp = fingerprint("toolchain");
+  JobSpec one;
+  ASSERT_TRUE(canonicalize(one, "x86_64-pc-linux-gnu"));
+  EXPECT_EQ(compute_key(one, "a", fp), documented_key({{InputFormat::llvm_text, "a"}}, fp));
+
+  JobSpec three = one;
+  three.linked_formats = {InputFormat::llvm_bitcode, InputFormat::ptx};
+  std::vector<std::string_view> abc = {"a", "b", "c"}, acb = {"a", "c", "b"};
+  Key k = compute_key(three, abc, fp);
+  EXPECT_EQ(k, documented_key({{InputFormat::llvm_text, "a"}, {InputFormat::llvm_bitcode, "b"}, {InputFormat::ptx, "c"}}, fp));
+  EXPECT_NE(k, compute_key(three, acb, fp)) << "order matters";
+  EXPECT_NE(k, compute_key(one, "a", fp));
+  JobSpec other_formats = three;
+  other_formats.linked_formats = {InputFormat::llvm_text, InputFormat::ptx};
+  EXPECT_NE(k, compute_key(other_formats, abc, fp)) << "each module's format is covered";
+}
+
+TEST(Key, LinkedModulesAreForTheDeviceAndBounded) {
+  JobSpec host;
+  host.side = Side::host;
+  host.linked_formats = {InputFormat::llvm_text};
+  auto refused = canonicalize(host, "x86_64-pc-linux-gnu");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::k_invalid_argument);
+  JobSpec many;
+  many.linked_formats.assign(k_max_job_modules, InputFormat::llvm_bitcode);
+  auto too_many = canonicalize(many, "x86_64-pc-linux-gnu");
+  ASSERT_FALSE(too_many);
+  EXPECT_NE(too_many.error().message.find("at most 64"), std::string::npos) << too_many.error().message;
+}
+
 }  // namespace
 }  // namespace kcache

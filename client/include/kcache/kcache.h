@@ -30,8 +30,22 @@ enum kcache_kind { KCACHE_KIND_ANY = 0, KCACHE_KIND_PTX = 1, KCACHE_KIND_CUBIN =
 typedef struct kcache_client kcache_client;
 typedef struct kcache_image kcache_image;
 
-/* A compile job. Call kcache_job_init first, then set what differs from its defaults. */
+/* A module linked after a job's first one (relocatable device code: clang -fgpu-rdc output,
+ * multi-file projects). */
+typedef struct kcache_module {
+  const void *data;
+  size_t size;
+  int format;                       /* kcache_format */
+} kcache_module;
+
+/* A compile job. Call kcache_job_init first, then set what differs from its defaults.
+ *
+ * The struct grows at its end only. struct_size says how much of it the caller knows (the
+ * sizeof it was compiled with), so a library newer than its caller reads no field the caller
+ * never wrote. Bindings written by hand (ccall, ctypes) call kcache_job_init_size with their
+ * own size. */
 typedef struct kcache_job {
+  size_t struct_size;               /* set by kcache_job_init */
   int side;                         /* kcache_side (default device) */
   int format;                       /* kcache_format (default inferred from the bytes) */
   const char *target;               /* target triple; NULL: the side's default */
@@ -47,10 +61,15 @@ typedef struct kcache_job {
   size_t arch_count;
   const int *kinds;                 /* kcache_kind values to emit; none: PTX (device) or object (host) */
   size_t kind_count;
+  /* Device jobs: modules linked with the first into one image per arch, in order (the key covers
+   * each). IR is linked by LLVM, PTX by nvJitLink; with PTX among them, emit cubin only. */
+  const kcache_module *linked_modules;
+  size_t linked_module_count;
 } kcache_job;
 
-/* Fills `job` with the defaults. */
-void kcache_job_init(kcache_job *job);
+/* Fills the first `struct_size` bytes of `job` with the defaults, and job->struct_size. */
+void kcache_job_init_size(kcache_job *job, size_t struct_size);
+#define kcache_job_init(job) kcache_job_init_size((job), sizeof(kcache_job))
 
 /* The message of this thread's last failed call ("" when it succeeded). */
 const char *kcache_last_error(void);

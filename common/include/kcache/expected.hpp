@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace kcache {
 
@@ -31,10 +32,15 @@ const char* error_code_name(ErrorCode code);
 
 struct Error {
   ErrorCode code = ErrorCode::k_internal;
-  std::string message;
+  std::string message;  // what a person reads first: short (the gRPC status carries at most 1 KiB)
+  // The whole report where it is long (each undefined symbol with all its users, ...), one line
+  // per item; it travels beside the status (kcache.v1.ErrorReport).
+  std::vector<std::string> details;
 };
 
-inline Error make_error(ErrorCode code, std::string message) { return Error{code, std::move(message)}; }
+inline Error make_error(ErrorCode code, std::string message, std::vector<std::string> details = {}) {
+  return Error{code, std::move(message), std::move(details)};
+}
 
 template <typename T>
 class [[nodiscard]] Expected {

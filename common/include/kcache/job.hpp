@@ -62,10 +62,20 @@ struct CompileOptions {
 // under the key, not the key).
 struct JobSpec {
   Side side = Side::device;
-  InputFormat format = InputFormat::llvm_text;
+  InputFormat format = InputFormat::llvm_text;  // of the first (usually only) module
+  // Formats of the modules linked after the first, in order: relocatable device code (clang
+  // -fgpu-rdc, multi-file CUDA projects) sends several modules that become one image per arch.
+  std::vector<InputFormat> linked_formats;
   std::string target;  // target triple; empty means the side's default
   CompileOptions options;
+
+  std::size_t module_count() const { return 1 + linked_formats.size(); }
+  // Whether any module is PTX (such a job can emit cubin only: PTX is linked by nvJitLink).
+  bool has_ptx_input() const;
 };
+
+// The most modules one job may link.
+inline constexpr std::size_t k_max_job_modules = 64;
 
 // The (arch, kind) pairs a request asks for, one image each.
 struct ImageRequest {
@@ -75,7 +85,7 @@ struct ImageRequest {
 };
 
 // Checks what can be checked without a toolchain: option ranges, kinds against the side,
-// arch syntax, the arch count. On success the spec is canonical (sorted entry points, default
+// arch syntax, the arch count, linked modules (device only, at most k_max_job_modules). On success the spec is canonical (sorted entry points, default
 // target filled in, lineinfo folded into debug_info), so equal jobs give equal keys.
 Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple);
 

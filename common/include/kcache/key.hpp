@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,8 +26,11 @@ struct Key {
 // Parses the 64-hex-digit form a key travels in.
 Expected<Key> parse_key(std::string_view hex);
 
-// The key of a job. `spec` must be canonical (see canonicalize); `fingerprint` identifies the
-// toolchain (Capabilities.fingerprint).
+// The key of a job. `spec` must be canonical (see canonicalize); `modules` are the job's module
+// bytes in order, one per spec.module_count(); `fingerprint` identifies the toolchain
+// (Capabilities.fingerprint).
+Key compute_key(const JobSpec& spec, std::span<const std::string_view> modules, const Digest& fingerprint);
+// The key of a one-module job.
 Key compute_key(const JobSpec& spec, std::string_view module, const Digest& fingerprint);
 
 }  // namespace kcache

@@ -1,6 +1,7 @@
 // The runtime library's manifest as data, and what counts as a device-only symbol.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,9 +20,22 @@ std::span<const RuntimeFunction> runtime_functions();
 // The device implementation: NVPTX bitcode compiled from device/rtlib.c at build time.
 std::string_view device_bitcode();
 
-// Device functions the CUDA driver provides to every module; references to them may stay
-// undefined in PTX.
-bool is_driver_provided(std::string_view name);
+// Who supplies a device function that a module calls without defining it. The name half of the
+// rule for legal undefined symbols; server/compile/device_symbols.cpp applies it with what only
+// the IR shows (dynamic shared memory, texture references, intrinsics).
+enum class Provider : std::uint8_t {
+  none,            // nobody: the module must define it
+  rtlib,           // kcache's runtime library (manifest.def, and the C++ ABI functions below): linked in
+  libdevice,       // CUDA's libdevice (__nv_*): linked in
+  driver,          // the CUDA driver, at load time: vprintf, malloc, free, __assertfail
+  device_runtime,  // libcudadevrt (cuda*, __cudaCDP2*: dynamic parallelism, grid sync): linked with the cubin
+};
+Provider provider_of(std::string_view name);
+std::string_view provider_name(Provider provider);  // "rtlib", "libdevice", "the CUDA driver", ...
+
+// C++ ABI functions rtlib defines for the device: a call of a pure or deleted virtual function
+// traps with a device exception naming it. Not device-only: the host has its own.
+std::span<const std::string_view> cxx_abi_functions();
 
 // Hex SHA-256 over the manifest and the device bitcode: part of the toolchain fingerprint, so a
 // change to rtlib changes every device key.
