@@ -13,7 +13,11 @@ trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' E
 "$build/server/kcached" --listen 127.0.0.1:0 --db "$work/db" --port-file "$work/port" --log-level warn \
   >/dev/null 2>"$work/kcached.log" &
 echo $! >"$work/pid"
-while [ ! -s "$work/port" ]; do sleep 0.01; done
+# Until it has written its port: a kcached that dies instead ends this script (with its log).
+while [ ! -s "$work/port" ]; do
+  if ! kill -0 "$(cat "$work/pid")" 2>/dev/null; then cat "$work/kcached.log" >&2; exit 1; fi
+  sleep 0.01
+done
 kcache() { "$build/client/kcache" --server "127.0.0.1:$(cat "$work/port")" "$@"; }
 
 kernels=$root/tests/data/kernels
@@ -24,4 +28,7 @@ if kcache capabilities --json | grep -q '"cuda_present":true'; then
     kcache compile "$kernels/saxpy.ll" --arch $arch --emit cubin -o "$images/saxpy.$arch.cubin" >/dev/null
   done
 fi
-exec "$build/tests/kcache_gpu_test" "$images"
+# Not `exec`: that would replace this shell, and its EXIT trap would never stop the daemon.
+status=0
+"$build/tests/kcache_gpu_test" "$images" || status=$?
+exit $status
