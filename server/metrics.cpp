@@ -32,6 +32,9 @@ const char* status_name(int code) {
 
 class CountingInterceptor final : public grpc::experimental::Interceptor {
  public:
+// The label of every call to a method no service here defines.
+constexpr const char* k_unknown_method = "unknown";
+
   CountingInterceptor(Metrics& metrics, std::string service, std::string method)
       : m_metrics(metrics), m_service(std::move(service)), m_method(std::move(method)) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -53,7 +56,13 @@ class CountingFactory final : public grpc::experimental::ServerInterceptorFactor
     std::string full = info->method() ? info->method() : "";  // "/kcache.v1.KCache/Compile"
     auto slash = full.rfind('/');
     std::string service = slash == std::string::npos || slash == 0 ? "" : full.substr(1, slash - 1);
-    return new CountingInterceptor(m_metrics, service, full.substr(slash == std::string::npos ? 0 : slash + 1));
+    std::string method = full.substr(slash == std::string::npos ? 0 : slash + 1);
+    // Anyone may call any name, token or not: a name becomes a label only if it is a method this
+    // binary knows, so the label set (and /metrics, and GetStats) stays bounded.
+    if (service.empty() || google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(service + "." + method) == nullptr) {
+      service = method = k_unknown_method;
+    }
+    return new CountingInterceptor(m_metrics, std::move(service), std::move(method));
   }
 
  private:

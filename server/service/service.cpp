@@ -65,8 +65,8 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
 }
 
 Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContextBase& context, Role needed,
-                                                  const char* method) {
-  if (auto allowed = m_auth.check(context, needed, method); !allowed) return allowed.error();
+                                                  const char* method, std::string* client) {
+  if (auto allowed = m_auth.check(context, needed, method, client); !allowed) return allowed.error();
   return enter();
 }
 
@@ -470,7 +470,8 @@ grpc::Status KCacheService::Verify(grpc::ServerContext* context, const v1::Verif
 
 grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                   v1::EvictResponse* response) {
-  auto call = admit(*context, Role::admin, "Evict");
+  std::string client;
+  auto call = admit(*context, Role::admin, "Evict", &client);
   if (!call) return wire::to_status(call.error());
   Side side = wire::from_proto(request->side());
   std::uint64_t evicted = 0;
@@ -488,18 +489,19 @@ grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictR
   }
   response->set_evicted(evicted);
   response->set_bytes(m_store.stats().bytes);
-  spdlog::info("evict: {} entries removed on request, {} bytes stored", evicted, response->bytes());
+  spdlog::info("evict: {} entries removed on request of {}, {} bytes stored", evicted, client, response->bytes());
   return grpc::Status::OK;
 }
 
 grpc::Status KCacheService::Purge(grpc::ServerContext* context, const v1::PurgeRequest*,
                                   v1::PurgeResponse* response) {
-  auto call = admit(*context, Role::admin, "Purge");
+  std::string client;
+  auto call = admit(*context, Role::admin, "Purge", &client);
   if (!call) return wire::to_status(call.error());
   auto evicted = m_store.evict(0);
   if (!evicted) return wire::to_status(evicted.error());
   response->set_evicted(*evicted);
-  spdlog::warn("purge: every entry removed on request ({})", *evicted);
+  spdlog::warn("purge: every entry removed on request of {} ({})", client, *evicted);
   return grpc::Status::OK;
 }
 

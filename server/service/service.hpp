@@ -129,7 +129,9 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
  private:
   // Admits a call: a guard that keeps it counted for the drain, or the status to return
   // (shutting down, no or unknown token, a role that falls short).
-  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method);
+  // `client`, if given, gets who was admitted (for the log).
+  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method,
+                                     std::string* client = nullptr);
 
   // Admits a call already authorized (the HTTP API checks tokens itself): the drain's guard, or
   // UNAVAILABLE once shutting down.

@@ -185,7 +185,7 @@ TEST_F(HttpApi, ClientFetchOverHttpAgreesWithGrpc) {
 // A daemon without --http-listen: the CLI learns there is no HTTP API and always goes the full way.
 class NoHttpApi : public HttpApi {
  protected:
-  std::vector<std::string> daemon_args() const override { return {"--http-listen", ""}; }
+  std::vector<std::string> daemon_args() const override { return {"--http-listen", "off"}; }
 };
 
 TEST_F(NoHttpApi, TheCliUsesGrpcForEveryCall) {
