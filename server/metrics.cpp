@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "wire/wire.hpp"
+
 namespace kcache::server {
 namespace {
 
@@ -30,11 +32,11 @@ const char* status_name(int code) {
   return code >= 0 && code <= 16 ? k_names[code] : "UNKNOWN";
 }
 
-class CountingInterceptor final : public grpc::experimental::Interceptor {
- public:
 // The label of every call to a method no service here defines.
 constexpr const char* k_unknown_method = "unknown";
 
+class CountingInterceptor final : public grpc::experimental::Interceptor {
+ public:
   CountingInterceptor(Metrics& metrics, std::string service, std::string method)
       : m_metrics(metrics), m_service(std::move(service)), m_method(std::move(method)) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -138,6 +140,9 @@ std::string Metrics::render(const v1::Stats& stats) {
     out << "# TYPE " << name << (gauge ? " gauge\n" : " counter\n");
     out << name << ' ' << r->GetUInt64(stats, f) << "\n";
   }
+  out << "# HELP kcache_hit_ratio Compile requests answered from the cache: hits / (hits + misses + coalesced)\n"
+      << "# TYPE kcache_hit_ratio gauge\n"
+      << "kcache_hit_ratio " << wire::hit_ratio(stats) << "\n";
   out << "# HELP kcache_requests_total gRPC calls by service, method and final status\n"
       << "# TYPE kcache_requests_total counter\n";
   for (const v1::RequestCount& rc : stats.requests()) {

@@ -94,4 +94,9 @@ Error from_status(const grpc::Status& status) {
   return Error{static_cast<ErrorCode>(status.error_code()), status.error_message()};
 }
 
+double hit_ratio(const v1::Stats& stats) {
+  std::uint64_t requests = stats.hits() + stats.misses() + stats.coalesced();
+  return requests == 0 ? 0.0 : static_cast<double>(stats.hits()) / static_cast<double>(requests);
+}
+
 }  // namespace kcache::wire

@@ -32,4 +32,9 @@ void fill_request(const JobSpec& spec, v1::CompileRequest& request);
 grpc::Status to_status(const Error& error);
 Error from_status(const grpc::Status& status);
 
+// The share of compile requests answered from the cache, as `ccache -s` shows it: hits over
+// hits, misses and coalesced requests (those waited for a compile too); 0 before any. `kcache
+// stats` and /metrics both show this figure.
+double hit_ratio(const v1::Stats& stats);
+
 }  // namespace kcache::wire

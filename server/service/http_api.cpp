@@ -88,7 +88,12 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     Side side = req.matches[1] == "host" ? Side::host : Side::device;
     auto kind = parse_kind(req.matches[4].str());
     if (!kind) return (void)finish("GetImage", res, unknown_kind(req.matches[4].str()));
-    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind});
+    // The CLI marks the images of a cached compile, so that compile counts as a hit, as over gRPC.
+    std::string compile = req.get_header_value("X-Kcache-Compile");
+    auto purpose = compile == "last"   ? KCacheService::ReadFor::compile_last
+                   : compile == "part" ? KCacheService::ReadFor::compile_part
+                                       : KCacheService::ReadFor::fetch;
+    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose);
     if (!image) return (void)finish("GetImage", res, image.error());
     finish("GetImage", res, {});
     res.set_header("X-Kcache-Sha256", to_hex((*image)->meta.sha256));

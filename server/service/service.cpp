@@ -131,7 +131,8 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
       auto output = m_workers.compile(pending->job, key);
       m_metrics.observe_compile(std::chrono::duration<double>(Clock::now() - started).count());
       if (output) {
-        m_counters.compiles += output->images.size();
+        ++m_counters.compiles;
+        m_counters.images_compiled += output->images.size();
         EntryRecord record{pending->job.spec.format, pending->job.spec.target,
                            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                           std::chrono::system_clock::now().time_since_epoch())
@@ -347,13 +348,16 @@ Expected<KCacheService::FetchedImage> KCacheService::select_image(const v1::Fetc
   return fetch_image(request);
 }
 
-Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
+Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which,
+                                                                 ReadFor purpose) {
   auto call = enter();
   if (!call) return call.error();
-  ++m_counters.fetches;
+  if (purpose == ReadFor::fetch) ++m_counters.fetches;
   auto key = parse_key(key_hex);
   if (!key) return key.error();
   auto image = m_store.get(side, *key, which);
+  // Every earlier image of the compile was there too (the CLI stops at the first it lacks).
+  if (image && purpose == ReadFor::compile_last) ++m_counters.hits;
   if (!image && image.error().code != ErrorCode::k_not_found) {
     fetch_failed(key_hex, which.arch + "." + std::string(kind_name(which.kind)), image.error());
   }
@@ -419,6 +423,7 @@ v1::Stats KCacheService::snapshot() const {
   response->set_hits(m_counters.hits);
   response->set_misses(m_counters.misses);
   response->set_compiles(m_counters.compiles);
+  response->set_images_compiled(m_counters.images_compiled);
   response->set_coalesced(m_counters.coalesced);
   response->set_errors(m_counters.errors);
   response->set_fetches(m_counters.fetches);
