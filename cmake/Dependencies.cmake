@@ -16,7 +16,9 @@ find_package(gRPC CONFIG REQUIRED)
 find_package(absl CONFIG REQUIRED)  # gRPC's own; kcached turns off its mutex deadlock detection
 find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
-# OpenSSL comes with gRPC and cpp-httplib (TLS); SHA-256 is Nettle (common/src/sha256.cpp).
+# OpenSSL: gRPC and cpp-httplib use it, and kcached's HTTP listener (server/http.cpp) does TLS with
+# it directly; SHA-256 is Nettle (common/src/sha256.cpp).
+find_package(OpenSSL REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(GTest REQUIRED)

@@ -22,8 +22,9 @@ case "${1:-}" in
     shift
     setup
     mkdir -p var/kcache
+    # The HTTP image API (the fast cached compile) follows on the next port, 7879, by default.
     exec "$build_dir/server/kcached" --listen "${KCACHE_LISTEN:-127.0.0.1:7878}" \
-      --http-listen "${KCACHE_HTTP_LISTEN:-127.0.0.1:7879}" --db var/kcache "$@"
+      ${KCACHE_HTTP_LISTEN:+--http-listen "$KCACHE_HTTP_LISTEN"} --db var/kcache "$@"
     ;;
   test)
     shift

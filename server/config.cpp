@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <CLI/CLI.hpp>
+#include <arpa/inet.h>
 
 #include <cstdio>
 #include <thread>
@@ -74,7 +75,11 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--http-listen", c.http_listen,
                  "HOST:PORT to serve cached images over HTTP/1.1 on (GET /v1/SIDE/KEY/ARCH/KIND), the path a "
-                 "cached `kcache compile` takes; HTTPS with the --tls-* files, tokens as for gRPC; empty: off");
+                 "cached `kcache compile` takes; HTTPS with the --tls-* files, tokens as for gRPC. Default: the "
+                 "--listen host with the next port (127.0.0.1:7878 -> 127.0.0.1:7879); off: none");
+  app.add_flag("--reflection", c.reflection,
+               "Serve gRPC server reflection (for grpcurl without .proto files); it needs no token, so it is off "
+               "unless asked for");
   app.add_option("--metrics-listen", c.metrics_listen,
                  "HOST:PORT to serve Prometheus metrics on, over plain HTTP without authentication (GET /metrics)");
   app.add_flag("--verify", c.verify,
@@ -107,6 +112,42 @@ ParsedConfig parse_config(int argc, char** argv) {
   if (c.workers == 0) c.workers = std::max(1u, std::thread::hardware_concurrency());
   if (c.queue_depth == 0) c.queue_depth = 4 * c.workers;
   return {c, 0};
+}
+
+Expected<ListenAddress> parse_listen_address(const std::string& listen, const std::string& what) {
+  auto bad = [&] { return make_error(ErrorCode::k_invalid_argument, what + " '" + listen + "' is not HOST:PORT"); };
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size() || listen.size() - colon - 1 > 5) return bad();
+  std::string digits = listen.substr(colon + 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return bad();
+  int port = std::stoi(digits);
+  if (port > 65535) return bad();
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string::npos) return bad();  // an IPv6 address needs its brackets
+  return ListenAddress{host, port};
+}
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+Expected<std::string> http_listen_address(const Config& config) {
+  if (config.http_listen == "off") return std::string();
+  if (!config.http_listen.empty()) return config.http_listen;
+  auto grpc = parse_listen_address(config.listen, "--listen");
+  if (!grpc) return grpc.error();
+  if (grpc->port == 65535) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "--listen uses port 65535, so the HTTP image API has no next port: give --http-listen "
+                      "HOST:PORT, or --http-listen off");
+  }
+  std::string host = grpc->host.find(':') != std::string::npos ? "[" + grpc->host + "]" : grpc->host;
+  return host + ":" + std::to_string(grpc->port == 0 ? 0 : grpc->port + 1);
 }
 
 }  // namespace kcache::server

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "kcache/expected.hpp"
+
 namespace kcache::server {
 
 struct Config {
@@ -28,7 +30,10 @@ struct Config {
   std::filesystem::path tls_client_ca;  // PEM CA bundle: require and verify client certificates (mTLS)
   bool plaintext = false;               // serve without TLS on a non-loopback address (warned)
   std::filesystem::path tokens_file;    // NAME ROLE TOKEN lines; absent: no authentication
-  std::string http_listen;              // HOST:PORT for the HTTP image API (--tls-* apply); empty: off
+  // HOST:PORT for the HTTP image API (--tls-* apply); "off": none; empty (the default): the
+  // gRPC host with the next port, since the fast cached compile needs it (http_listen_address).
+  std::string http_listen;
+  bool reflection = false;              // serve gRPC server reflection (it needs no token, as health)
   std::string metrics_listen;           // HOST:PORT for Prometheus text over plain HTTP; empty: off
   bool verify = false;  // --verify: check the database and exit instead of serving
   bool repair = false;  // --repair (with --verify): remove bad entries, fix counters
@@ -41,5 +46,23 @@ struct ParsedConfig {
   int exit_code = 0;
 };
 ParsedConfig parse_config(int argc, char** argv);
+
+// A listen address: "HOST:PORT" or "[V6ADDR]:PORT"; the host is returned without brackets.
+// The one parser of listen addresses in kcached.
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+};
+// INVALID_ARGUMENT, naming the flag `what`, for anything else.
+Expected<ListenAddress> parse_listen_address(const std::string& listen, const std::string& what);
+
+// Whether `host` is "localhost" or an address literal in 127.0.0.0/8 or ::1 (not a name that
+// merely starts with "127.").
+bool is_loopback_host(const std::string& host);
+
+// The HTTP image API's address for `config`: its http_listen, or with the default, the gRPC
+// listen address with the next port ("127.0.0.1:7878" -> "127.0.0.1:7879"; port 0 stays 0).
+// Empty when it is off.
+Expected<std::string> http_listen_address(const Config& config);
 
 }  // namespace kcache::server

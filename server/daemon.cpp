@@ -2,6 +2,8 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
@@ -27,10 +29,22 @@ namespace {
 
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
 constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
+constexpr std::size_t k_min_grpc_memory = 128ULL << 20;  // gRPC's buffers, at least (ResourceQuota)
 
+// libgrpc++_reflection registers its plugin for every server as soon as it is loaded; this takes
+// it out of a builder again.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const auto& p) { return p->name().find("reflection") != std::string::npos; });
+  }
+};
+
+// Whether `listen` (HOST:PORT) is a loopback address; anything unparsable is not.
 bool is_loopback(const std::string& listen) {
-  std::string host = listen.substr(0, listen.rfind(':'));
-  return host.starts_with("127.") || host == "localhost" || host == "[::1]" || host == "::1";
+  auto address = parse_listen_address(listen, "");
+  return address && is_loopback_host(address->host);
 }
 
 Expected<std::string> read_pem(const std::filesystem::path& path) {
@@ -125,10 +139,20 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                                                  *d->m_metrics, limits);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // Reflection answers without a token (a plugin service, outside KCacheService's admission), so
+  // it is served only when asked for.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(config.listen, *credentials, &d->m_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX)));
+  // gRPC reads a whole request before any handler (or the token check) sees it: 64 unauthenticated
+  // 64 MiB Compiles took kcached to 5.4 GB. The quota bounds what its buffers may hold; past it,
+  // gRPC shrinks flow-control windows and cancels streams ("Buffers full", RESOURCE_EXHAUSTED)
+  // instead of reading on. Room for two of the largest messages at once.
+  grpc::ResourceQuota quota("kcached-grpc");
+  quota.Resize(std::max<std::size_t>(k_min_grpc_memory, 2 * limits.max_message_bytes));
+  builder.SetResourceQuota(quota);
   builder.RegisterService(d->m_service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(d->m_metrics->interceptor_factory());
@@ -138,30 +162,35 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     return make_error(ErrorCode::k_unavailable,
                       "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
   }
-  if (!config.http_listen.empty()) {
-    if (config.tls_cert.empty() && !is_loopback(config.http_listen) && !config.plaintext) {
+  auto http_listen = http_listen_address(config);
+  if (!http_listen) return http_listen.error();
+  if (!http_listen->empty()) {
+    if (config.tls_cert.empty() && !is_loopback(*http_listen) && !config.plaintext) {
       return make_error(ErrorCode::k_failed_precondition,
-                        "refusing to serve images on " + config.http_listen + " without TLS: give --tls-cert and "
+                        "refusing to serve images on " + *http_listen + " without TLS: give --tls-cert and "
                         "--tls-key, or --plaintext");
     }
     HttpTls tls{config.tls_cert.string(), config.tls_key.string(), config.tls_client_ca.string()};
-    auto http = HttpListener::start(config.http_listen, "--http-listen", tls, [&](httplib::Server& server) {
-      add_http_api_routes(server, *d->m_service, *d->m_metrics);
-    });
+    auto http = HttpListener::start(*http_listen, "--http-listen", tls, HttpLimits{},
+                                    [&](httplib::Server& server) { add_http_api_routes(server, *d->m_service, *d->m_metrics); });
     if (!http) return http.error();
     d->m_http = std::move(*http);
     d->m_service->set_http_port(d->m_http->port());
-    spdlog::info("images over {}: {}:{}", tls.enabled() ? "HTTPS" : "HTTP",
-                 config.http_listen.substr(0, config.http_listen.rfind(':')), d->m_http->port());
+    auto where = parse_listen_address(*http_listen, "--http-listen");
+    spdlog::info("images over {}: {}:{}", tls.enabled() ? "HTTPS" : "HTTP", where ? where->host : *http_listen,
+                 d->m_http->port());
   }
   if (!config.metrics_listen.empty()) {
-    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, [&](httplib::Server& server) {
+    HttpLimits limits;
+    limits.threads = 2;  // one scraper, now and then
+    limits.max_connections = 64;
+    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, limits, [&](httplib::Server& server) {
       add_metrics_route(server, [service = d->m_service.get()] { return service->snapshot(); });
     });
     if (!metrics) return metrics.error();
     d->m_metrics_server = std::move(*metrics);
-    spdlog::info("metrics: http://{}:{}/metrics", config.metrics_listen.substr(0, config.metrics_listen.rfind(':')),
-                 d->m_metrics_server->port());
+    auto where = parse_listen_address(config.metrics_listen, "--metrics-listen");
+    spdlog::info("metrics: http://{}:{}/metrics", where ? where->host : config.metrics_listen, d->m_metrics_server->port());
   }
   spdlog::info("{}, {}", config.tls_cert.empty() ? "plaintext" : config.tls_client_ca.empty() ? "TLS" : "mutual TLS",
                d->m_auth->enabled() ? std::to_string(d->m_auth->clients()) + " token clients" : "no authentication");

@@ -1,11 +1,25 @@
-// Plain HTTP/1.1 (or HTTPS) listeners on their own thread, served by cpp-httplib: the Prometheus
-// endpoint (--metrics-listen) and the image read API (--http-listen, service/http_api.hpp).
+// Plain HTTP/1.1 (or HTTPS) listeners: the Prometheus endpoint (--metrics-listen) and the image
+// read API (--http-listen, service/http_api.hpp).
+//
+// Why not cpp-httplib's own listener: it serves each connection on a pool thread from accept()
+// on, so a client that trickles one header byte every 2 s (or a TLS ClientHello) holds a thread
+// for as long as it likes; 70 of them froze the image API (issue 14). It also listens with a
+// backlog of 5 (compiled into Debian's libcpp-httplib, not settable), drops the second of two
+// pipelined requests (its line reader reads past the first), and reads request bodies before
+// routing. So the listener here owns the sockets: one event thread accepts (backlog 4096) and
+// reads every connection's TLS handshake and request headers without blocking, under a deadline
+// for the whole request; only a complete request, with no body, goes to a small pool of threads,
+// which hands it to cpp-httplib's parser and router (Server::process_request) through a stream
+// that ends where the request ends. A request that is not complete within its deadline, or too
+// large, or carries a body (every route is a GET), is answered and closed by the event thread.
+// Waiting connections cost a file descriptor and a buffer, never a thread.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "kcache/expected.hpp"
 
@@ -22,21 +36,34 @@ struct HttpTls {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+struct HttpLimits {
+  std::size_t threads = 16;            // requests answered at once
+  std::size_t max_connections = 512;   // open at once; further ones are closed at accept
+  // From accept (TLS handshake included), or from a request's first byte, to the end of its
+  // headers: a slow client is cut off here, whatever pace it keeps.
+  std::chrono::milliseconds request_time{5000};
+  std::chrono::milliseconds idle_time{2000};    // a kept-alive connection waiting for its next request
+  std::chrono::milliseconds write_time{10000};  // writing one whole answer
+  std::size_t max_header_bytes = 16 << 10;      // request line and headers
+  int backlog = 4096;                            // as gRPC's
+};
+
 class HttpListener {
  public:
-  // Binds HOST:PORT (port 0: a free one), lets `routes` register handlers, and serves on a
-  // thread. `what` names the listener in errors ("--metrics-listen").
+  // Binds HOST:PORT (port 0: a free one), lets `routes` register GET handlers on a cpp-httplib
+  // Server used only for parsing and routing, and serves. `what` names the listener in errors
+  // ("--metrics-listen").
   static Expected<std::unique_ptr<HttpListener>> start(const std::string& listen, const std::string& what,
-                                                       const HttpTls& tls,
+                                                       const HttpTls& tls, const HttpLimits& limits,
                                                        const std::function<void(httplib::Server&)>& routes);
-  ~HttpListener();
-  int port() const { return m_port; }
+  ~HttpListener();  // stops accepting, cuts every connection, joins the threads
+  int port() const;
+
+  class Impl;
 
  private:
-  HttpListener() = default;
-  std::unique_ptr<httplib::Server> m_server;
-  std::thread m_thread;
-  int m_port = 0;
+  explicit HttpListener(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
 };
 
 }  // namespace kcache::server

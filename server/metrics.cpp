@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "wire/wire.hpp"
+
 namespace kcache::server {
 namespace {
 
@@ -30,6 +32,9 @@ const char* status_name(int code) {
   return code >= 0 && code <= 16 ? k_names[code] : "UNKNOWN";
 }
 
+// The label of every call to a method no service here defines.
+constexpr const char* k_unknown_method = "unknown";
+
 class CountingInterceptor final : public grpc::experimental::Interceptor {
  public:
   CountingInterceptor(Metrics& metrics, std::string service, std::string method)
@@ -53,7 +58,13 @@ class CountingFactory final : public grpc::experimental::ServerInterceptorFactor
     std::string full = info->method() ? info->method() : "";  // "/kcache.v1.KCache/Compile"
     auto slash = full.rfind('/');
     std::string service = slash == std::string::npos || slash == 0 ? "" : full.substr(1, slash - 1);
-    return new CountingInterceptor(m_metrics, service, full.substr(slash == std::string::npos ? 0 : slash + 1));
+    std::string method = full.substr(slash == std::string::npos ? 0 : slash + 1);
+    // Anyone may call any name, token or not: a name becomes a label only if it is a method this
+    // binary knows, so the label set (and /metrics, and GetStats) stays bounded.
+    if (service.empty() || google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(service + "." + method) == nullptr) {
+      service = method = k_unknown_method;
+    }
+    return new CountingInterceptor(m_metrics, std::move(service), std::move(method));
   }
 
  private:
@@ -129,6 +140,9 @@ std::string Metrics::render(const v1::Stats& stats) {
     out << "# TYPE " << name << (gauge ? " gauge\n" : " counter\n");
     out << name << ' ' << r->GetUInt64(stats, f) << "\n";
   }
+  out << "# HELP kcache_hit_ratio Compile requests answered from the cache: hits / (hits + misses + coalesced)\n"
+      << "# TYPE kcache_hit_ratio gauge\n"
+      << "kcache_hit_ratio " << wire::hit_ratio(stats) << "\n";
   out << "# HELP kcache_requests_total gRPC calls by service, method and final status\n"
       << "# TYPE kcache_requests_total counter\n";
   for (const v1::RequestCount& rc : stats.requests()) {

@@ -78,7 +78,10 @@ std::optional<int> cached_compile(int argc, char** argv) {
   for (const ImageRequest& want : images) {
     std::string path = "/v1/" + std::string(side_name(spec.side)) + "/" + key.hex() + "/" + want.arch + "/" +
                        std::string(kind_name(want.kind));
+    // So the daemon counts this compile as one hit, as it would over gRPC (http_api.hpp).
+    headers.emplace_back("X-Kcache-Compile", &want == &images.back() ? "last" : "part");
     auto res = http->get(path, headers);
+    headers.pop_back();
     // Only a whole, verified answer for the fingerprint the key was computed with is used; a
     // miss, an error or a changed toolchain goes the full way (which refreshes the state).
     if (!res || res->status != 200 || res->header("x-kcache-fingerprint") != state->fingerprint) return std::nullopt;

@@ -206,11 +206,15 @@ int run_stats(kcache::Client& client, const GlobalFlags& g) {
   j["requests"] = requests;
   j["compile_seconds"] = buckets;
   j["compile_seconds_sum"] = s->compile_seconds_sum();
+  j["hit_ratio"] = kcache::wire::hit_ratio(*s);
   if (g.json) {
     std::cout << j.dump() << '\n';
     return k_exit_ok;
   }
   for (const auto& [name, value] : counters) std::printf("%-16s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
+  std::printf("%-16s %.2f %% (%llu of %llu compile requests)\n", "hit rate", 100.0 * kcache::wire::hit_ratio(*s),
+              static_cast<unsigned long long>(s->hits()),
+              static_cast<unsigned long long>(s->hits() + s->misses() + s->coalesced()));
   std::printf("\nrequests (method, status, count):\n");
   for (const auto& rc : s->requests()) {
     std::printf("  %-16s %-20s %llu\n", rc.method().c_str(), rc.code().c_str(),

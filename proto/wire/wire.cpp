@@ -177,4 +177,9 @@ Error from_status(const grpc::Status& status) {
   return e;
 }
 
+double hit_ratio(const v1::Stats& stats) {
+  std::uint64_t requests = stats.hits() + stats.misses() + stats.coalesced();
+  return requests == 0 ? 0.0 : static_cast<double>(stats.hits()) / static_cast<double>(requests);
+}
+
 }  // namespace kcache::wire

@@ -53,4 +53,9 @@ grpc::Status to_status(const Error& error, std::size_t report_bytes = k_default_
 // The error a status carries, with the report's whole message and details where it has one.
 Error from_status(const grpc::Status& status);
 
+// The share of compile requests answered from the cache, as `ccache -s` shows it: hits over
+// hits, misses and coalesced requests (those waited for a compile too); 0 before any. `kcache
+// stats` and /metrics both show this figure.
+double hit_ratio(const v1::Stats& stats);
+
 }  // namespace kcache::wire

@@ -69,6 +69,8 @@ void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root) {
     t.cubin_archs.push_back((*it)[1]);
   }
   std::sort(t.cubin_archs.begin(), t.cubin_archs.end(), arch_less);
+  // --help names its default arch (sm_75) a second time.
+  t.cubin_archs.erase(std::unique(t.cubin_archs.begin(), t.cubin_archs.end()), t.cubin_archs.end());
   t.ptxas = ptxas;
   t.cuda_present = true;
   if (std::filesystem::exists(cuda_root / "lib64" / "libcudadevrt.a")) t.cudadevrt = cuda_root / "lib64" / "libcudadevrt.a";

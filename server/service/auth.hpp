@@ -26,18 +26,22 @@ const char* role_name(Role role);
 class Authenticator {
  public:
   Authenticator() = default;  // open: every call allowed
-  // Reads a tokens file; FAILED_PRECONDITION naming the line for a malformed one.
+  // Reads a tokens file; FAILED_PRECONDITION naming the line for a malformed one, and for a file
+  // that others may write (anyone on the machine could add an admin token to it).
   static Expected<Authenticator> load(const std::filesystem::path& path);
 
   bool enabled() const { return m_enabled; }
   std::size_t clients() const { return m_clients.size(); }
 
   // OK when the call carries a token whose role includes `needed`; UNAUTHENTICATED without a
-  // known token, PERMISSION_DENIED with one whose role falls short. Logs denials.
-  Expected<void> check(const grpc::ServerContextBase& context, Role needed, const char* method) const;
-  // The same for any transport: `authorization` is the header's value ("Bearer TOKEN" or empty),
-  // `peer` names the caller in the log.
-  Expected<void> check(std::string_view authorization, const std::string& peer, Role needed, const char* method) const;
+  // known token, PERMISSION_DENIED with one whose role falls short. Logs denials. When allowed,
+  // `client` (if given) gets who called, for the log: the token's NAME, or the peer without tokens.
+  Expected<void> check(const grpc::ServerContextBase& context, Role needed, const char* method,
+                       std::string* client = nullptr) const;
+  // The same for any transport: `authorization` is the header's value ("Bearer TOKEN", the
+  // scheme in any case as RFC 7235 has it, or empty), `peer` names the caller in the log.
+  Expected<void> check(std::string_view authorization, const std::string& peer, Role needed, const char* method,
+                       std::string* client = nullptr) const;
 
  private:
   struct Client {

@@ -9,8 +9,6 @@
 namespace kcache::server {
 namespace {
 
-constexpr std::size_t k_http_threads = 64;
-
 int http_status(ErrorCode code) {
   switch (code) {
     case ErrorCode::k_invalid_argument: return 400;
@@ -36,15 +34,7 @@ void send_error(httplib::Response& res, const Error& e) {
 }  // namespace
 
 void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics) {
-  // cpp-httplib serves each connection on a pool thread for as long as it is kept alive; its
-  // default pool (8 threads here) would leave a build's concurrent `kcache compile`s waiting for
-  // each other. Reads are short, so a wide pool and a short keep-alive.
-  server.new_task_queue = [] { return new httplib::ThreadPool(k_http_threads); };
-  server.set_keep_alive_timeout(2);
-  server.set_keep_alive_max_count(100000);  // a library client keeps its connection
-  // cpp-httplib writes the headers and the body apart: with Nagle's algorithm, a small body on a
-  // kept-alive connection waited for the client's delayed ACK (a 4 KiB fetch took 44 ms).
-  server.set_tcp_nodelay(true);
+  // Connections, deadlines and limits are the listener's (server/http.hpp); these are the routes.
   // Counts the call like the gRPC interceptor does, then answers with `result`'s error if any.
   auto finish = [&metrics](const char* method, httplib::Response& res, const Expected<void>& result) {
     metrics.count_request("kcache.http", method, result ? 0 : wire::to_status(result.error()).error_code());
@@ -53,12 +43,14 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
   };
   std::string fingerprint = service.fingerprint_hex();
 
+  // Nothing, the fingerprint included, goes to a caller that is not allowed to read: each route
+  // authorizes before it sets a header.
   server.Get("/v1/fingerprint", [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("X-Kcache-Fingerprint", fingerprint);
     if (!finish("GetFingerprint", res, service.authorize_read(req.get_header_value("Authorization"), req.remote_addr,
                                                               "GET /v1/fingerprint"))) {
       return;
     }
+    res.set_header("X-Kcache-Fingerprint", fingerprint);
     res.set_content(fingerprint + "\n", "text/plain");
   });
 
@@ -66,9 +58,9 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
   // (a serialized kcache.v1.Image, with needs_jit) in X-Kcache-Image as hex.
   server.Get(R"(/v1/select/(device|host)/([^/]+)/([^/]+))",
              [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("X-Kcache-Fingerprint", fingerprint);
     auto allowed = service.authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET select");
     if (!allowed) return (void)finish("SelectImage", res, allowed);
+    res.set_header("X-Kcache-Fingerprint", fingerprint);
     v1::FetchRequest request;
     request.set_side(req.matches[1] == "host" ? v1::SIDE_HOST : v1::SIDE_DEVICE);
     request.set_key(req.matches[2].str());
@@ -90,13 +82,18 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
 
   server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",
              [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("X-Kcache-Fingerprint", fingerprint);
     auto allowed = service.authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET image");
     if (!allowed) return (void)finish("GetImage", res, allowed);
+    res.set_header("X-Kcache-Fingerprint", fingerprint);
     Side side = req.matches[1] == "host" ? Side::host : Side::device;
     auto kind = parse_kind(req.matches[4].str());
     if (!kind) return (void)finish("GetImage", res, unknown_kind(req.matches[4].str()));
-    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind});
+    // The CLI marks the images of a cached compile, so that compile counts as a hit, as over gRPC.
+    std::string compile = req.get_header_value("X-Kcache-Compile");
+    auto purpose = compile == "last"   ? KCacheService::ReadFor::compile_last
+                   : compile == "part" ? KCacheService::ReadFor::compile_part
+                                       : KCacheService::ReadFor::fetch;
+    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose);
     if (!image) return (void)finish("GetImage", res, image.error());
     finish("GetImage", res, {});
     res.set_header("X-Kcache-Sha256", to_hex((*image)->meta.sha256));

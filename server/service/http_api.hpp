@@ -11,8 +11,10 @@
 //                                        by CUDA's rules, with its metadata (a serialized
 //                                        kcache.v1.Image) in X-Kcache-Image as hex.
 //
-// Every answer carries X-Kcache-Fingerprint, so a client that computed KEY with a stale one
-// notices. An image carries X-Kcache-Sha256 and, for host objects built with stubs,
+// Every answer to an authorized caller carries X-Kcache-Fingerprint, so a client that computed KEY
+// with a stale one notices; an unauthorized one learns nothing. The CLI's fast path sends
+// "X-Kcache-Compile: part" with each image of a cached compile and "last" with its last one: the
+// compile counts as one hit, as the gRPC Compile would count it; any other read is a fetch. An image carries X-Kcache-Sha256 and, for host objects built with stubs,
 // X-Kcache-Stubbed (comma-separated). Tokens as for gRPC ("Authorization: Bearer TOKEN", the read
 // role). Errors are text/plain messages with the gRPC code's name in X-Kcache-Error.
 #pragma once

@@ -71,8 +71,8 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
 }
 
 Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContextBase& context, Role needed,
-                                                  const char* method) {
-  if (auto allowed = m_auth.check(context, needed, method); !allowed) return allowed.error();
+                                                  const char* method, std::string* client) {
+  if (auto allowed = m_auth.check(context, needed, method, client); !allowed) return allowed.error();
   return enter();
 }
 
@@ -138,7 +138,8 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
       auto output = m_workers.compile(pending->job, key);
       m_metrics.observe_compile(std::chrono::duration<double>(Clock::now() - started).count());
       if (output) {
-        m_counters.compiles += output->images.size();
+        ++m_counters.compiles;
+        m_counters.images_compiled += output->images.size();
         EntryRecord record{pending->job.spec.format, pending->job.spec.target,
                            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                           std::chrono::system_clock::now().time_since_epoch())
@@ -357,13 +358,16 @@ Expected<KCacheService::FetchedImage> KCacheService::select_image(const v1::Fetc
   return fetch_image(request);
 }
 
-Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which) {
+Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which,
+                                                                 ReadFor purpose) {
   auto call = enter();
   if (!call) return call.error();
-  ++m_counters.fetches;
+  if (purpose == ReadFor::fetch) ++m_counters.fetches;
   auto key = parse_key(key_hex);
   if (!key) return key.error();
   auto image = m_store.get(side, *key, which);
+  // Every earlier image of the compile was there too (the CLI stops at the first it lacks).
+  if (image && purpose == ReadFor::compile_last) ++m_counters.hits;
   if (!image && image.error().code != ErrorCode::k_not_found) {
     fetch_failed(key_hex, which.arch + "." + std::string(kind_name(which.kind)), image.error());
   }
@@ -429,6 +433,7 @@ v1::Stats KCacheService::snapshot() const {
   response->set_hits(m_counters.hits);
   response->set_misses(m_counters.misses);
   response->set_compiles(m_counters.compiles);
+  response->set_images_compiled(m_counters.images_compiled);
   response->set_coalesced(m_counters.coalesced);
   response->set_errors(m_counters.errors);
   response->set_fetches(m_counters.fetches);
@@ -480,7 +485,8 @@ grpc::Status KCacheService::Verify(grpc::ServerContext* context, const v1::Verif
 
 grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                   v1::EvictResponse* response) {
-  auto call = admit(*context, Role::admin, "Evict");
+  std::string client;
+  auto call = admit(*context, Role::admin, "Evict", &client);
   if (!call) return wire::to_status(call.error());
   Side side = wire::from_proto(request->side());
   std::uint64_t evicted = 0;
@@ -498,18 +504,19 @@ grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictR
   }
   response->set_evicted(evicted);
   response->set_bytes(m_store.stats().bytes);
-  spdlog::info("evict: {} entries removed on request, {} bytes stored", evicted, response->bytes());
+  spdlog::info("evict: {} entries removed on request of {}, {} bytes stored", evicted, client, response->bytes());
   return grpc::Status::OK;
 }
 
 grpc::Status KCacheService::Purge(grpc::ServerContext* context, const v1::PurgeRequest*,
                                   v1::PurgeResponse* response) {
-  auto call = admit(*context, Role::admin, "Purge");
+  std::string client;
+  auto call = admit(*context, Role::admin, "Purge", &client);
   if (!call) return wire::to_status(call.error());
   auto evicted = m_store.evict(0);
   if (!evicted) return wire::to_status(evicted.error());
   response->set_evicted(*evicted);
-  spdlog::warn("purge: every entry removed on request ({})", *evicted);
+  spdlog::warn("purge: every entry removed on request of {} ({})", client, *evicted);
   return grpc::Status::OK;
 }
 

@@ -38,7 +38,9 @@ struct ServiceLimits {
 
 // Request counters for GetStats (the store keeps its own usage numbers).
 struct ServiceCounters {
-  std::atomic<std::uint64_t> hits{0}, misses{0}, compiles{0}, coalesced{0}, errors{0}, fetches{0};
+  // hits, misses and coalesced count Compile calls (and cached compiles over HTTP) by outcome;
+  // compiles counts compile jobs run on a worker, images_compiled the images they made.
+  std::atomic<std::uint64_t> hits{0}, misses{0}, compiles{0}, coalesced{0}, errors{0}, fetches{0}, images_compiled{0};
 };
 
 // Counts calls in progress so shutdown can let them finish; refuses new calls once draining.
@@ -107,9 +109,12 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   Expected<void> authorize_read(std::string_view authorization, const std::string& peer, const char* method) const {
     return m_auth.check(authorization, peer, Role::read, method);
   }
-  // Exactly the image `which` of (side, key), for the HTTP API (authorize first); counted as a
-  // fetch.
-  Expected<std::shared_ptr<const Image>> read_image(Side side, std::string_view key_hex, const ImageRequest& which);
+  // How an exact image read over HTTP counts: a plain read is a fetch; the images of a cached
+  // compile (the CLI's fast path) are not, and the last of them makes that compile a hit.
+  enum class ReadFor { fetch, compile_part, compile_last };
+  // Exactly the image `which` of (side, key), for the HTTP API (authorize first).
+  Expected<std::shared_ptr<const Image>> read_image(Side side, std::string_view key_hex, const ImageRequest& which,
+                                                    ReadFor purpose = ReadFor::fetch);
   // The image a Fetch asks for, by CUDA's selection rules (kcache/select.hpp).
   struct FetchedImage {
     std::shared_ptr<const Image> image;
@@ -129,7 +134,9 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
  private:
   // Admits a call: a guard that keeps it counted for the drain, or the status to return
   // (shutting down, no or unknown token, a role that falls short).
-  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method);
+  // `client`, if given, gets who was admitted (for the log).
+  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method,
+                                     std::string* client = nullptr);
 
   // Admits a call already authorized (the HTTP API checks tokens itself): the drain's guard, or
   // UNAVAILABLE once shutting down.

@@ -2,7 +2,8 @@
 // RocksDB read, the blob's LZ4 and CRC32c and the SHA-256 re-check (about 45% of the daemon's CPU
 // for a 64 KiB fetch; bench/README.md). Keyed by (side, key, arch, kind), bounded in bytes,
 // least recently used dropped first. The store drops a key's images whenever the entry is
-// written or removed, and an image read while that happened is not cached (generations).
+// written or removed, after the write, and an image read while that happened is not cached
+// (generations): a read that began before the drop may have found the old bytes.
 #pragma once
 
 #include <cstdint>

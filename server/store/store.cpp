@@ -6,6 +6,7 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
+#include <rocksdb/snapshot.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
@@ -137,7 +138,6 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
   }
 
   std::lock_guard lock(m_write_mutex);
-  if (m_hot) m_hot->drop(side, key);  // images of the same (arch, kind) are replaced
   rocksdb::ColumnFamilyHandle* cf = family(side);
   rocksdb::WriteBatch batch;
   std::string existing;
@@ -184,6 +184,9 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
   batch.Put(m_meta, k_bytes_key, encode_u64(bytes));
   s = m_db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) return storage_error("writing entry", s);
+  // Images of the same (arch, kind) were replaced. Dropped after the write, never before: a read
+  // between a drop and the write would find the old image and cache it for good.
+  if (m_hot) m_hot->drop(side, key);
   m_entries = entries;
   m_images = count;
   m_bytes = bytes;
@@ -234,11 +237,16 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
   rocksdb::ColumnFamilyHandle* cf = family(side);
   std::string meta_value;
   auto image = std::make_shared<Image>();
-  rocksdb::Status s = m_db->Get(rocksdb::ReadOptions(), cf, image_key(key, k_meta_tag, which), &meta_value);
+  // Metadata and payload from one snapshot: an entry removed in between (eviction, purge) must
+  // read as absent, not as a payload gone missing, which is corruption.
+  rocksdb::ManagedSnapshot snapshot(m_db.get());
+  rocksdb::ReadOptions meta_read;
+  meta_read.snapshot = snapshot.snapshot();
+  rocksdb::Status s = m_db->Get(meta_read, cf, image_key(key, k_meta_tag, which), &meta_value);
   if (s.IsNotFound()) return not_found();
   // The payload's own checksum is skipped: the SHA-256 check below is stronger, and Debian's
   // RocksDB computes CRC32c in software (7% of a 64 KiB fetch's CPU). The metadata keeps it.
-  rocksdb::ReadOptions payload_read;
+  rocksdb::ReadOptions payload_read = meta_read;
   payload_read.verify_checksums = false;
   if (s.ok()) s = m_db->Get(payload_read, cf, image_key(key, k_payload_tag, which), &image->data);
   if (s.IsCorruption() || s.IsNotFound()) {
@@ -279,7 +287,6 @@ void Store::drop_corrupt_entry(Side side, const Key& key, const std::string& why
 }
 
 Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
-  if (m_hot) m_hot->drop(side, key);
   rocksdb::ColumnFamilyHandle* cf = family(side);
   // Walks the entry and metadata records only: payloads are deleted by key, never read, since
   // reading a corrupt blob would stop the walk and leave records behind.
@@ -318,6 +325,7 @@ Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
   batch.Put(m_meta, k_bytes_key, encode_u64(bytes));
   rocksdb::Status s = m_db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) return storage_error("removing entry", s);
+  if (m_hot) m_hot->drop(side, key);  // after the write, as in put()
   std::uint64_t freed = m_bytes - bytes;
   m_entries = entries;
   m_images = count;

@@ -311,6 +311,18 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
     if (!p.ready) {
       if (auto hello = await_hello(p); !hello) return hello.error();
     }
+    // A job that waited past its deadline (in the pool's queue, or for this worker's start) is
+    // not started: sent, it would only get its worker killed and replaced.
+    if (Clock::now() >= job.deadline) {
+      {
+        std::lock_guard lock(m_mutex);
+        m_idle.push_back(p);
+      }
+      return make_error(ErrorCode::k_deadline_exceeded,
+                        "the compile of key " + key.hex() +
+                            " waited past its time limit (--job-timeout) for a free worker, so it was not started; "
+                            "retry when the daemon is less busy");
+    }
     const std::string who = "the worker compiling key " + key.hex() + " (pid " + std::to_string(p.pid) + ")";
     if (auto sent = send_message(p.fd, message); !sent) {
       std::string how = reap(p, true);

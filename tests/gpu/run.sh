@@ -8,20 +8,34 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: run.sh BUILD_DIR [IMAGES_DIR]}
 images=${2:-$(mktemp -d)}
 work=$(mktemp -d)
-trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
+# Stops kcached and waits for it (it writes to $work until it has exited), keeping the exit status.
+stop() {
+  local pid
+  pid=$(cat "$work/pid" 2>/dev/null) || true
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work" || true
+}
+trap stop EXIT
 
 "$build/server/kcached" --listen 127.0.0.1:0 --db "$work/db" --port-file "$work/port" --log-level warn \
   >/dev/null 2>"$work/kcached.log" &
 echo $! >"$work/pid"
-while [ ! -s "$work/port" ]; do sleep 0.01; done
+# Until it has written its port: a kcached that dies instead ends this script (with its log).
+while [ ! -s "$work/port" ]; do
+  if ! kill -0 "$(cat "$work/pid")" 2>/dev/null; then cat "$work/kcached.log" >&2; exit 1; fi
+  sleep 0.01
+done
 kcache() { "$build/client/kcache" --server "127.0.0.1:$(cat "$work/port")" "$@"; }
 
 kernels=$root/tests/data/kernels
 kcache compile "$kernels/saxpy.ll" --arch sm_80 -o "$images/saxpy.sm_80.ptx" >/dev/null
 kcache compile "$kernels/throw.ll" --arch sm_80 -o "$images/throw.sm_80.ptx" >/dev/null
-if kcache capabilities --json | grep -q '"cuda_present":true'; then
+if kcache --json capabilities | grep -q '"cuda_present":true'; then
   for arch in sm_80 sm_90; do
     kcache compile "$kernels/saxpy.ll" --arch $arch --emit cubin -o "$images/saxpy.$arch.cubin" >/dev/null
   done
 fi
-exec "$build/tests/kcache_gpu_test" "$images"
+# Not `exec`: that would replace this shell, and its EXIT trap would never stop the daemon.
+status=0
+"$build/tests/kcache_gpu_test" "$images" || status=$?
+exit $status

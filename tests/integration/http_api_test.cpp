@@ -55,6 +55,16 @@ TEST_F(HttpApi, ACachedCompileIsAnsweredOverHttpWithTheSameOutputAndFiles) {
   for (const char* file : {"sm_80.ptx", "sm_90.ptx"}) {
     EXPECT_EQ(read_file(m_dir.path() / "b" / file), read_file(m_dir.path() / "a" / file)) << file;
   }
+  // Counted as the same compile over gRPC would be: one miss (one job, two images), one hit.
+  auto counters = m_client->stats();
+  ASSERT_TRUE(counters);
+  EXPECT_EQ(counters->hits(), 1u) << "the hit over HTTP is a hit";
+  EXPECT_EQ(counters->misses(), 1u);
+  EXPECT_EQ(counters->compiles(), 1u) << "one compile job";
+  EXPECT_EQ(counters->images_compiled(), 2u);
+  EXPECT_EQ(counters->fetches(), 0u) << "a cached compile's images are not fetches";
+  CommandResult stats = run_cli({"stats"}, m_daemon->address());
+  EXPECT_NE(stats.out.find("hit rate         50.00 % (1 of 2 compile requests)"), std::string::npos) << stats.out;
 
   // The full path prints exactly the same for the same hit (paths aside).
   CommandResult full = compile(m_dir.path() / "b", false);
@@ -182,10 +192,10 @@ TEST_F(HttpApi, ClientFetchOverHttpAgreesWithGrpc) {
   EXPECT_GE(ok_calls("kcache.http", "SelectImage"), http_before + 2) << "the HTTP client really used HTTP";
 }
 
-// A daemon without --http-listen: the CLI learns there is no HTTP API and always goes the full way.
+// A daemon with --http-listen off: the CLI learns there is no HTTP API and always goes the full way.
 class NoHttpApi : public HttpApi {
  protected:
-  std::vector<std::string> daemon_args() const override { return {"--http-listen", ""}; }
+  std::vector<std::string> daemon_args() const override { return {"--http-listen", "off"}; }
 };
 
 TEST_F(NoHttpApi, TheCliUsesGrpcForEveryCall) {

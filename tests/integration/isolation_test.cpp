@@ -132,5 +132,39 @@ TEST_F(Isolation, BitcodeThatAsksLlvmForGigabytesIsResourceExhausted) {
   EXPECT_EQ(stats().worker_restarts(), 1u) << "a fresh worker took its place";
 }
 
+// One worker and a one-second job limit: jobs queued behind a hanging one are past their
+// deadline by the time the worker is free.
+class QueuedJobs : public Isolation {
+ protected:
+  std::vector<std::string> daemon_args() const override {
+    return {"--workers", "1", "--job-timeout", "1", "--queue-depth", "8"};
+  }
+};
+
+// A job whose deadline passed while it waited in the queue fails with DEADLINE_EXCEEDED without
+// reaching a worker: no worker is killed and replaced for it.
+TEST_F(QueuedJobs, AJobThatExpiredInTheQueueNeverReachesAWorker) {
+  auto hang = std::async(std::launch::async, [&] { return m_client->compile(faulty("kcache_test_fault_hang")); });
+  while (stats().running_jobs() == 0) std::this_thread::yield();
+  std::vector<std::future<Expected<v1::CompileResponse>>> queued;
+  for (int i = 0; i < 3; ++i) {
+    queued.push_back(std::async(std::launch::async, [&, i] {
+      return m_client->compile(device_request(slow_device_module(40 + i), {"sm_80"}));
+    }));
+  }
+  ASSERT_FALSE(hang.get());
+  int not_started = 0;
+  for (auto& q : queued) {
+    auto r = q.get();
+    ASSERT_FALSE(r) << "a job queued behind a hang for its whole time limit compiled";
+    EXPECT_EQ(r.error().code, ErrorCode::k_deadline_exceeded) << r.error().message;
+    if (r.error().message.find("was not started") != std::string::npos) ++not_started;
+  }
+  EXPECT_GE(not_started, 2);
+  // The hanging job's worker, and at most the first queued one (if it still had a moment left).
+  EXPECT_LE(stats().worker_crashes(), 2u);
+  expect_compiles(read_test_data("kernels/saxpy.ll"));
+}
+
 }  // namespace
 }  // namespace kcache::test

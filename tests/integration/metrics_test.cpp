@@ -1,8 +1,12 @@
 // The Prometheus endpoint (--metrics-listen): well-formed text exposition with request counts by
 // method and status, hits and misses, the compile-latency histogram, queue depth, bytes stored,
 // evictions and worker restarts; and `kcache stats` showing the same numbers.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -57,6 +61,9 @@ TEST_F(Metrics, TheEndpointCountsRequestsOutcomesAndCompileTimes) {
   EXPECT_EQ(m["kcache_hits_total"], 1);
   EXPECT_EQ(m["kcache_misses_total"], 1);
   EXPECT_EQ(m["kcache_coalesced_total"], 0);
+  EXPECT_EQ(m["kcache_compiles_total"], 1) << "jobs, not images";
+  EXPECT_EQ(m["kcache_images_compiled_total"], 1);
+  EXPECT_EQ(m["kcache_hit_ratio"], 0.5) << "the figure kcache stats shows";
   EXPECT_EQ(m["kcache_compile_duration_seconds_count"], 2);  // the good compile and the refused one
   EXPECT_EQ(m["kcache_compile_duration_seconds_bucket{le=\"+Inf\"}"], 2);
   EXPECT_GT(m["kcache_compile_duration_seconds_sum"], 0);
@@ -71,6 +78,39 @@ TEST_F(Metrics, TheEndpointCountsRequestsOutcomesAndCompileTimes) {
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
   EXPECT_NE(stats.out.find("Compile          INVALID_ARGUMENT     1"), std::string::npos) << stats.out;
   EXPECT_NE(stats.out.find("compile time: 2 compiles"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("hit rate         50.00 % (1 of 2 compile requests)"), std::string::npos) << stats.out;
+}
+
+// Anyone may call any method name, token or not; names no service defines share one label, so
+// neither /metrics nor GetStats grows with them.
+TEST_F(Metrics, UnknownMethodsCountUnderOneLabel) {
+  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  for (int i = 0; i < 50; ++i) {
+    grpc::ClientContext ctx;
+    grpc::Slice empty("", 0);
+    grpc::ByteBuffer request(&empty, 1), reply;
+    std::string method = "/no.such.Service/" + std::string(2000, 'x') + std::to_string(i);
+    grpc::Status status;
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finished = false;
+    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+      std::lock_guard lock(mutex);
+      status = s;
+      finished = true;
+      done.notify_one();
+    });
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return finished; });
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+  auto m = scrape();
+  EXPECT_EQ(m["kcache_requests_total{service=\"unknown\",method=\"unknown\",code=\"UNIMPLEMENTED\"}"], 50);
+  for (const auto& [sample, value] : m) EXPECT_EQ(sample.find("xxxx"), std::string::npos) << sample;
+  auto stats = m_client->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_LT(stats->ByteSizeLong(), 4096u);
 }
 
 }  // namespace

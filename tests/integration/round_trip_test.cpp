@@ -4,6 +4,8 @@
 
 #include <signal.h>
 
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "daemon_fixture.hpp"
@@ -97,16 +99,8 @@ TEST_F(RoundTrip, LookupReportsMissingKeys) {
   EXPECT_EQ(bad.error().code, ErrorCode::k_invalid_argument);
 }
 
-TEST_F(RoundTrip, ServesHealthAndReflection) {
-  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
-  auto health = grpc::health::v1::Health::NewStub(channel);
-  grpc::health::v1::HealthCheckRequest req;
-  grpc::health::v1::HealthCheckResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
-  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
-
-  // Reflection: the server answers the reflection service's method with the list of services.
+// The reflection service's list of services, or nullopt when the call fails (not served).
+std::optional<std::string> reflected_services(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::ClientContext rctx;
   grpc::GenericStub generic(channel);
   // A ServerReflectionRequest with list_services = "" is field 7, an empty string: bytes 0x3a 0x00.
@@ -117,24 +111,49 @@ TEST_F(RoundTrip, ServesHealthAndReflection) {
   auto call = generic.PrepareCall(&rctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   void* tag = nullptr;
   bool ok = false;
+  std::optional<std::string> text;
   call->StartCall(reinterpret_cast<void*>(1));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  call->Write(request, reinterpret_cast<void*>(2));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  grpc::ByteBuffer reply;
-  call->Read(&reply, reinterpret_cast<void*>(3));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(reply.Dump(&slices).ok());
-  std::string text;
-  for (const grpc::Slice& s : slices) text.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_NE(text.find("kcache.v1.KCache"), std::string::npos);
-  EXPECT_NE(text.find("grpc.health.v1.Health"), std::string::npos);
+  if (cq.Next(&tag, &ok) && ok) {
+    call->Write(request, reinterpret_cast<void*>(2));
+    grpc::ByteBuffer reply;
+    std::vector<grpc::Slice> slices;
+    if (cq.Next(&tag, &ok) && ok) call->Read(&reply, reinterpret_cast<void*>(3));
+    if (ok && cq.Next(&tag, &ok) && ok && reply.Dump(&slices).ok()) {
+      text.emplace();
+      for (const grpc::Slice& s : slices) text->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
   rctx.TryCancel();
   call->Finish(nullptr, reinterpret_cast<void*>(4));
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+  return text;
+}
+
+// Health needs no token and is always served; reflection needs no token either, so it is off
+// unless --reflection asks for it.
+TEST_F(RoundTrip, ServesHealthAndNoReflectionUnlessAskedFor) {
+  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_FALSE(reflected_services(channel)) << "reflection served without --reflection";
+}
+
+class Reflection : public DaemonTest {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--reflection"}; }
+};
+
+TEST_F(Reflection, ListsTheServicesWhenTurnedOn) {
+  auto text = reflected_services(grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(text);
+  EXPECT_NE(text->find("kcache.v1.KCache"), std::string::npos);
+  EXPECT_NE(text->find("grpc.health.v1.Health"), std::string::npos);
 }
 
 TEST_F(RoundTrip, CapabilitiesDescribeTheToolchain) {
@@ -152,6 +171,9 @@ TEST_F(RoundTrip, CapabilitiesDescribeTheToolchain) {
   EXPECT_FALSE(has("sm_35"));
   EXPECT_EQ(caps->cuda_present(), !ptxas_path().empty());
   EXPECT_GT(caps->limits().max_module_bytes(), 0u);
+  // Each arch once (ptxas --help names its default arch, sm_75, a second time).
+  std::set<std::string> cubin(caps->cubin_archs().begin(), caps->cubin_archs().end());
+  EXPECT_EQ(cubin.size(), static_cast<std::size_t>(caps->cubin_archs_size()));
 }
 
 TEST_F(RoundTrip, PtxIsAcceptedByPtxas) {

@@ -215,6 +215,9 @@ TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
   auto purged = as(k_admin).purge();
   ASSERT_TRUE(purged) << purged.error().message;
   EXPECT_EQ(purged->evicted(), 1u);
+  EXPECT_NE(read_file(m_dir.path() / "kcached.log").find("purge: every entry removed on request of client 'ops'"),
+            std::string::npos)
+      << "the purge names who asked for it";
 
   auto channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
   grpc::health::v1::HealthCheckResponse health;
@@ -236,9 +239,33 @@ TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
   auto unknown = http.Get("/v1/fingerprint", {{"Authorization", "Bearer not-a-known-token-at-all"}});
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->status, 401);
-  auto reader = http.Get("/v1/fingerprint", {{"Authorization", std::string("Bearer ") + k_read}});
-  ASSERT_TRUE(reader);
-  EXPECT_EQ(reader->status, 200);
+  // Nothing goes to an unauthorized caller, not even the fingerprint.
+  for (const auto& path : {std::string("/v1/fingerprint"), "/v1/device/" + std::string(64, '0') + "/sm_90/ptx",
+                           "/v1/select/device/" + std::string(64, '0') + "/sm_90"}) {
+    auto refused = http.Get(path.c_str());
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401) << path;
+    EXPECT_FALSE(refused->has_header("X-Kcache-Fingerprint")) << path;
+    EXPECT_EQ(refused->body.find(as(k_read).capabilities()->fingerprint()), std::string::npos) << path;
+  }
+  // The scheme is case-insensitive (RFC 7235), over HTTP and gRPC alike.
+  for (const char* scheme : {"Bearer ", "bearer ", "BEARER ", "Bearer  "}) {
+    auto reader = http.Get("/v1/fingerprint", {{"Authorization", std::string(scheme) + k_read}});
+    ASSERT_TRUE(reader);
+    EXPECT_EQ(reader->status, 200) << scheme;
+    EXPECT_FALSE(reader->get_header_value("X-Kcache-Fingerprint").empty());
+    auto grpc_channel = grpc::CreateChannel(m_daemon->address(), grpc::InsecureChannelCredentials());
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string(scheme) + k_read);
+    v1::GetStatsRequest request;
+    v1::Stats reply;
+    EXPECT_TRUE(v1::KCache::NewStub(grpc_channel)->GetStats(&ctx, request, &reply).ok()) << scheme;
+  }
+  for (const char* scheme : {"Basic ", "Bearer", "Bearerx "}) {
+    auto refused = http.Get("/v1/fingerprint", {{"Authorization", std::string(scheme) + k_read}});
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401) << scheme;
+  }
   auto image = http.Get(("/v1/device/" + std::string(64, '0') + "/sm_90/ptx").c_str(),
                         {{"Authorization", std::string("Bearer ") + k_read}});
   ASSERT_TRUE(image);
@@ -274,6 +301,18 @@ TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
   EXPECT_EQ(health_cli.out, "SERVING\n");
   CommandResult down = run_cli({"health"}, "127.0.0.1:1");
   EXPECT_EQ(down.exit_code, 5) << down.err;
+}
+
+// Anyone who may write the tokens file could give themselves the admin role: kcached refuses it.
+TEST(TokensFile, AFileEveryoneMayWriteIsRefused) {
+  TempDir dir;
+  write_file(dir.path() / "tokens", "ops admin admin-token-0123456789abcdef\n");
+  std::filesystem::permissions(dir.path() / "tokens", std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::add);
+  CommandResult refused = run_program({KCACHE_DAEMON_PATH, "--listen", "127.0.0.1:0", "--db",
+                                       (dir.path() / "db").string(), "--tokens-file", (dir.path() / "tokens").string()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("is writable by every user"), std::string::npos) << refused.err;
 }
 
 TEST(Listen, ANonLoopbackAddressNeedsTlsOrAnExplicitPlaintext) {

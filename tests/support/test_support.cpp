@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,19 +71,25 @@ std::unique_ptr<DaemonProcess> DaemonProcess::start(const std::filesystem::path&
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   std::vector<std::string> args = {executable.empty() ? KCACHE_DAEMON_PATH : executable, "--listen", listen, "--db", db.string(),
                                    "--log-level", "debug"};
-  // The HTTP image API too (the CLI's fast path), unless the test says where or that it is off.
-  if (std::find(extra_args.begin(), extra_args.end(), "--http-listen") == extra_args.end()) {
-    args.insert(args.end(), {"--http-listen", "127.0.0.1:0"});
-  }
+  // The HTTP image API is served by default (on a free port too, since the gRPC port is 0).
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   auto argv = c_args(args);
   auto d = std::unique_ptr<DaemonProcess>(new DaemonProcess());
-  int rc = posix_spawn(&d->m_pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  // fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a test process that crashes
+  // (or is killed by ctest's timeout) never runs ~DaemonProcess, and its kcached would run on.
+  // Between fork and exec only async-signal-safe calls: gRPC threads may run in this process.
+  const pid_t parent = getpid();
+  const char* log_path = log.c_str();
+  d->m_pid = fork();
+  if (d->m_pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent is already gone
+    int err = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (err < 0 || dup2(out[1], STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) _exit(127);
+    execve(argv[0], argv.data(), environ);
+    _exit(127);
+  }
+  int rc = d->m_pid < 0 ? errno : 0;
   close(out[1]);
   if (rc != 0) {
     close(out[0]);

@@ -2,6 +2,7 @@
 // detected on read and never served.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -80,6 +81,60 @@ TEST_F(StoreTest, RepeatedReadsComeFromTheHotCacheAndWritesDropIt) {
   ASSERT_FALSE(removed);
   EXPECT_EQ(removed.error().code, ErrorCode::k_not_found);
   EXPECT_EQ(m_store->stats().hot_cache_bytes, 0u);
+}
+
+// Readers racing a writer never leave a replaced image in the hot cache: once put() has
+// returned, every read sees the new bytes. (The cache was dropped before the write, so a read in
+// between cached the old image for good.) A stress loop, bounded in time.
+TEST_F(StoreTest, TheHotCacheNeverKeepsAnImageAWriteReplaced) {
+  const ImageRequest which{"sm_90", ImageKind::ptx};
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(which, "version 0")}));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.emplace_back([&] {
+      while (!stop) (void)m_store->get(Side::device, key("a"), which);
+    });
+  }
+  int stale = 0, version = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until && stale == 0) {
+    std::string data = "version " + std::to_string(++version);
+    ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(which, data)}));
+    auto got = m_store->get(Side::device, key("a"), which);
+    ASSERT_TRUE(got);
+    if ((*got)->data != data) ++stale;
+  }
+  stop = true;
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(stale, 0) << "a read after put() returned an older image (" << version << " writes)";
+}
+
+// An entry removed while it is read (eviction, purge) reads as absent, never as corrupt: get()
+// reads the metadata and the payload from one snapshot.
+TEST_F(StoreTest, AnEntryRemovedDuringAReadIsNotCorrupt) {
+  m_store.reset();
+  StoreOptions options{m_dir.path() / "db", check_host_object};
+  options.hot_cache_bytes = 0;  // every read goes to RocksDB
+  auto store = Store::open(options);
+  ASSERT_TRUE(store) << store.error().message;
+  m_store = std::move(*store);
+  const ImageRequest which{"sm_90", ImageKind::ptx};
+  const std::vector<Image> images{make_image(which, std::string(1000, 'p'))};
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) (void)m_store->get(Side::device, key("a"), which);
+  });
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int rounds = 0;
+  while (std::chrono::steady_clock::now() < until && m_store->stats().corrupt_dropped == 0) {
+    ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, images));
+    ASSERT_TRUE(m_store->remove(Side::device, key("a")));
+    ++rounds;
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(m_store->stats().corrupt_dropped, 0u) << "after " << rounds << " removals";
 }
 
 TEST_F(StoreTest, SidesNeverSeeEachOther) {
