@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -35,6 +37,20 @@ Expected<void> write_bundle_index(const std::filesystem::path& dir, const Bundle
   return {};
 }
 
+namespace {
+
+// Image files of a bundle are images/NAME, as `kcache precompile` writes them: no other folder,
+// no "..", no NUL, so an index can never name a file outside the bundle.
+bool is_bundle_image_path(const std::string& file) {
+  constexpr std::string_view k_folder = "images/";
+  if (!file.starts_with(k_folder)) return false;
+  std::string_view name = std::string_view(file).substr(k_folder.size());
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos && name.find("..") == std::string_view::npos;
+}
+
+}  // namespace
+
 Expected<Bundle> Bundle::open(const std::filesystem::path& dir) {
   std::ifstream f(dir / "index.json");
   if (!f) return make_error(ErrorCode::k_not_found, "no bundle at " + dir.string() + " (no index.json)");
@@ -55,8 +71,14 @@ Expected<Bundle> Bundle::open(const std::filesystem::path& dir) {
       for (const json& im : e.at("images")) {
         auto kind = parse_kind(im.at("kind").get<std::string>());
         if (!kind) return make_error(ErrorCode::k_invalid_argument, "bundle index: unknown image kind");
+        std::string file = im.at("file").get<std::string>();
+        if (!is_bundle_image_path(file)) {
+          return make_error(ErrorCode::k_invalid_argument,
+                            "bundle index: image file '" + file.substr(0, 200) +
+                                "' is not images/NAME (a name without '/', NUL or '..'): refusing a path outside the bundle");
+        }
         entry.images.push_back(BundleImage{{im.at("arch").get<std::string>(), *kind}, im.at("size").get<std::uint64_t>(),
-                                           im.at("sha256").get<std::string>(), im.at("file").get<std::string>(),
+                                           im.at("sha256").get<std::string>(), file,
                                            im.value("kernels", std::vector<std::string>{})});
       }
       bundle.m_index.entries.push_back(std::move(entry));
@@ -78,6 +100,15 @@ Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string&
     const std::optional<Selection>& chosen = *selected;
     if (!chosen) return make_error(ErrorCode::k_not_found, "the bundle has no image of " + key + " that runs on " + arch);
     const BundleImage& image = e.images[chosen->index];
+    // The index was checked when opened; a symlink inside the bundle could still point out of it.
+    std::error_code ec;
+    auto real = std::filesystem::weakly_canonical(m_dir / image.file, ec);
+    auto root = std::filesystem::weakly_canonical(m_dir, ec);
+    auto [stop, at] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+    if (ec || stop != root.end()) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "refusing " + (m_dir / image.file).string() + ": it resolves outside the bundle");
+    }
     std::ifstream f(m_dir / image.file, std::ios::binary);
     std::ostringstream data;
     data << f.rdbuf();

@@ -74,5 +74,35 @@ TEST_F(Bundles, AFailedModuleFailsThePrecompileClearly) {
   EXPECT_FALSE(std::filesystem::exists(m_dir.path() / "b" / "index.json"));
 }
 
+// A hostile index.json naming a file outside the bundle (its digest set to match) is refused
+// when the bundle is opened; so is a symlink inside the bundle that leads out of it.
+TEST(BundleIndex, FilesOutsideTheBundleAreRefused) {
+  TempDir dir;
+  std::filesystem::path bundle = dir.path() / "bundle";
+  std::filesystem::create_directories(bundle / "images");
+  std::string secret = "not an image\n";
+  write_file(dir.path() / "secret", secret);
+  std::string key(64, 'a');
+  auto index = [&](const std::string& file) {
+    json image = {{"arch", "sm_80"}, {"kind", "ptx"}, {"size", secret.size()}, {"sha256", sha256_hex(secret)}, {"file", file}};
+    json doc = {{"format", "kcache-bundle-1"}, {"fingerprint", ""},
+                {"entries", json::array({json{{"module", "m.ll"}, {"key", key}, {"side", "device"}, {"images", json::array({image})}}})}};
+    write_file(bundle / "index.json", doc.dump());
+  };
+  for (const std::string& file : {std::string("../secret"), std::string("images/../../secret"), (dir.path() / "secret").string(),
+                                  std::string("images/"), std::string("other/x.ptx")}) {
+    index(file);
+    auto r = run_cli({"bundle-fetch", bundle.string(), key, "--arch", "sm_80", "-o", (dir.path() / "out").string()}, "");
+    EXPECT_EQ(r.exit_code, 3) << file << ": " << r.err;
+    EXPECT_NE(r.err.find("outside the bundle"), std::string::npos) << file << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "out")) << file;
+  }
+  std::filesystem::create_symlink(dir.path() / "secret", bundle / "images" / "link.ptx");
+  index("images/link.ptx");
+  auto linked = run_cli({"bundle-fetch", bundle.string(), key, "--arch", "sm_80", "-o", (dir.path() / "out").string()}, "");
+  EXPECT_EQ(linked.exit_code, 3) << linked.err;
+  EXPECT_NE(linked.err.find("resolves outside the bundle"), std::string::npos) << linked.err;
+}
+
 }  // namespace
 }  // namespace kcache::test
