@@ -13,6 +13,20 @@
 
 namespace kcache::test {
 
+// Whether the tests run under AddressSanitizer, where timing and memory bounds mean nothing and
+// third-party code (nvJitLink) trips its checks.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool k_asan_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool k_asan_build = true;
+#else
+inline constexpr bool k_asan_build = false;
+#endif
+#else
+inline constexpr bool k_asan_build = false;
+#endif
+
 // A fresh folder under $TMPDIR; removed at the end unless keep() was called.
 class TempDir {
  public:
