@@ -105,15 +105,6 @@ bool ptx_uses_device_runtime(std::string_view ptx) {
   return false;
 }
 
-bool uses_device_runtime(const llvm::Module& m) {
-  for (const llvm::Function& f : m) {
-    if (f.isDeclaration() && !f.use_empty() && rtlib::provider_of(f.getName()) == rtlib::Provider::device_runtime) {
-      return true;
-    }
-  }
-  return false;
-}
-
 Expected<void> check_undefined_symbols(const llvm::Module& m, const std::set<std::string>& defined_elsewhere) {
   std::set<const llvm::GlobalValue*> textures = texture_references(m);
   std::vector<std::string> names, report;

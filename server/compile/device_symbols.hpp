@@ -35,9 +35,6 @@ PtxSymbols ptx_symbols(std::string_view ptx);
 // Whether PTX calls into the CUDA device runtime (libcudadevrt must be linked with it).
 bool ptx_uses_device_runtime(std::string_view ptx);
 
-// Whether a linked IR module calls into the CUDA device runtime.
-bool uses_device_runtime(const llvm::Module& m);
-
 // The rule above, on a module after rtlib and libdevice are linked. `defined_elsewhere` are the
 // symbols other modules of the job define. The error's message names the first symbols (under
 // 1 KiB); its details list every symbol with all of its users.

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "compile/cubin.hpp"
 #include "daemon_fixture.hpp"
 
 namespace kcache::test {
@@ -109,10 +110,10 @@ std::set<std::string> module_kernels(const std::set<std::string>& cubin) {
   return out;
 }
 
+// The kernels a PTX module declares (.entry), read as the daemon reads them.
 std::set<std::string> ptx_entries(const std::string& ptx) {
-  static const std::regex entry(R"(\.entry\s+([A-Za-z_$%][A-Za-z0-9_$%]*))");
   std::set<std::string> out;
-  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), entry); it != std::sregex_iterator(); ++it) out.insert((*it)[1]);
+  for (const server::KernelInfo& k : server::ptx_entries(ptx)) out.insert(k.name);
   return out;
 }
 
