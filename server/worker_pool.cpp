@@ -41,6 +41,13 @@ std::size_t WorkerPool::queue_depth() const {
   return m_queue.size();
 }
 
+std::size_t WorkerPool::idle() const {
+  std::lock_guard lock(m_queue_mutex);
+  std::size_t busy = m_running;
+  if (m_stopping || !m_queue.empty() || busy >= m_threads.size()) return 0;
+  return m_threads.size() - busy;
+}
+
 void WorkerPool::run() {
   for (;;) {
     std::function<void()> job;

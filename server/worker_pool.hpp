@@ -31,6 +31,8 @@ class WorkerPool {
 
   std::size_t queue_depth() const;
   std::size_t running() const { return m_running; }
+  // Threads free to start a job now: none while jobs wait in the queue, or after shutdown().
+  std::size_t idle() const;
   std::size_t workers() const { return m_threads.size(); }
 
  private:

@@ -51,6 +51,46 @@ Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<
   return {};
 }
 
+std::vector<CompileJob> split_by_arch(const CompileJob& job, std::size_t parts) {
+  std::vector<std::string> archs;
+  for (const ImageRequest& want : job.images) {
+    if (!contains(archs, want.arch)) archs.push_back(want.arch);
+  }
+  parts = std::min(parts, archs.size());
+  if (job.spec.side == Side::host || parts < 2) return {job};
+  std::vector<CompileJob> out(parts, CompileJob{job.spec, job.modules, {}, job.deadline});
+  for (const ImageRequest& want : job.images) {
+    std::size_t arch_index = static_cast<std::size_t>(std::find(archs.begin(), archs.end(), want.arch) - archs.begin());
+    out[arch_index % parts].images.push_back(want);
+  }
+  return out;
+}
+
+Expected<CompileOutput> merge_parts(const CompileJob& job, std::vector<Expected<CompileOutput>> parts) {
+  CompileOutput merged;
+  for (Expected<CompileOutput>& part : parts) {
+    if (!part) return part.error();
+  }
+  for (const ImageRequest& want : job.images) {
+    for (Expected<CompileOutput>& part : parts) {
+      auto found = std::find_if(part->images.begin(), part->images.end(),
+                                [&](const Image& i) { return i.meta.id() == want; });
+      if (found == part->images.end()) continue;
+      merged.images.push_back(std::move(*found));
+      part->images.erase(found);
+      break;
+    }
+  }
+  if (merged.images.size() != job.images.size()) {
+    return make_error(ErrorCode::k_internal, "a worker returned " + std::to_string(merged.images.size()) + " of the " +
+                                                 std::to_string(job.images.size()) + " images asked of it");
+  }
+  for (Expected<CompileOutput>& part : parts) {
+    for (std::string& d : part->diagnostics) merged.diagnostics.push_back(std::move(d));
+  }
+  return merged;
+}
+
 Expected<CompileOutput> Compiler::compile(const CompileJob& job) const {
   if (auto supported = check_supported(job.spec, job.images); !supported) return supported.error();
   if (job.spec.side == Side::host) return compile_host(m_toolchain, job);

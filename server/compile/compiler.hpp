@@ -28,6 +28,15 @@ struct CompileOutput {
   std::vector<std::string> diagnostics;  // warnings from LLVM and ptxas, verbatim
 };
 
+// A device job's images in at most `parts` jobs, one or more whole archs each (an arch's PTX and
+// cubin share one PTX, so they stay together), for workers to compile at once. Images keep their
+// order within each part; a host job, or `parts` < 2, stays one job.
+std::vector<CompileJob> split_by_arch(const CompileJob& job, std::size_t parts);
+
+// The outputs of split_by_arch's parts as one, images in `job`'s order: the first part's error
+// (in part order) if any failed.
+Expected<CompileOutput> merge_parts(const CompileJob& job, std::vector<Expected<CompileOutput>> parts);
+
 class Compiler {
  public:
   explicit Compiler(Toolchain toolchain) : m_toolchain(std::move(toolchain)) {}

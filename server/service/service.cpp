@@ -102,10 +102,15 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
   std::string flight = std::string(side_name(spec.side)) + "/" + key.hex();
   for (const ImageRequest& r : missing) flight += "/" + r.arch + "." + std::string(kind_name(r.kind));
 
-  // Owned by the queued job, which may outlive this request.
+  // Owned by the queued parts, which may outlive this request.
   struct Pending {
     std::vector<std::string> modules;
     CompileJob job;
+    std::vector<CompileJob> parts;  // split_by_arch(job): each runs on its own worker
+    std::mutex mutex;               // guards outputs, left and started
+    std::vector<Expected<CompileOutput>> outputs;
+    std::size_t left = 0;
+    Clock::time_point started = Clock::time_point::max();
     std::promise<Expected<CompileOutput>> done;
   };
   std::shared_future<Expected<CompileOutput>> result;
@@ -124,35 +129,56 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
   if (pending) {
     pending->modules.assign(modules.begin(), modules.end());
     pending->job = CompileJob{spec, {pending->modules.begin(), pending->modules.end()}, std::move(missing),
-                              std::chrono::steady_clock::now() + m_limits.job_timeout};
-    auto finish = [this, pending, flight](Expected<CompileOutput> output) {
+                              Clock::now() + m_limits.job_timeout};
+    // A job for several archs takes as many free workers as it has archs: its archs compile at
+    // once. With no more than one free, it queues whole.
+    pending->parts = split_by_arch(pending->job, m_pool.idle());
+    pending->outputs.resize(pending->parts.size(), make_error(ErrorCode::k_internal, "not compiled"));
+    pending->left = pending->parts.size();
+
+    // The last part to end stores the whole job, then releases its waiters.
+    auto part_done = [this, pending, flight, key](std::size_t index, Expected<CompileOutput> output) {
+      Clock::time_point started;
+      {
+        std::lock_guard lock(pending->mutex);
+        pending->outputs[index] = std::move(output);
+        if (--pending->left > 0) return;
+        started = pending->started;
+      }
+      auto merged = merge_parts(pending->job, std::move(pending->outputs));
+      if (started != Clock::time_point::max()) {
+        m_metrics.observe_compile(std::chrono::duration<double>(Clock::now() - started).count());
+      }
+      if (merged) {
+        ++m_counters.compiles;
+        m_counters.images_compiled += merged->images.size();
+        EntryRecord record{pending->job.spec.format, pending->job.spec.target,
+                           static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                          .count())};
+        if (auto put = m_store.put(pending->job.spec.side, key, record, merged->images); !put) {
+          // Too large for the whole cache: the caller still gets its images, uncached.
+          if (put.error().code != ErrorCode::k_resource_exhausted) merged = put.error();
+          else merged->diagnostics.push_back(put.error().message);
+        }
+      }
       {
         // Stored (or failed) before it leaves the table: a request arriving now sees a hit.
         std::lock_guard lock(m_in_flight_mutex);
         m_in_flight.erase(flight);
       }
-      pending->done.set_value(std::move(output));
+      pending->done.set_value(std::move(merged));
     };
-    auto queued = m_pool.submit([this, pending, key, finish] {
-      auto started = Clock::now();
-      auto output = m_workers.compile(pending->job, key);
-      m_metrics.observe_compile(std::chrono::duration<double>(Clock::now() - started).count());
-      if (output) {
-        ++m_counters.compiles;
-        m_counters.images_compiled += output->images.size();
-        EntryRecord record{pending->job.spec.format, pending->job.spec.target,
-                           static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                          std::chrono::system_clock::now().time_since_epoch())
-                                                          .count())};
-        if (auto put = m_store.put(pending->job.spec.side, key, record, output->images); !put) {
-          // Too large for the whole cache: the caller still gets its images, uncached.
-          if (put.error().code != ErrorCode::k_resource_exhausted) output = put.error();
-          else output->diagnostics.push_back(put.error().message);
+    for (std::size_t i = 0; i < pending->parts.size(); ++i) {
+      auto queued = m_pool.submit([this, pending, key, part_done, i] {
+        {
+          std::lock_guard lock(pending->mutex);
+          pending->started = std::min(pending->started, Clock::now());
         }
-      }
-      finish(std::move(output));
-    });
-    if (!queued) finish(queued.error());
+        part_done(i, m_workers.compile(pending->parts[i], key));
+      });
+      if (!queued) part_done(i, queued.error());
+    }
   }
   // The worker is killed at the job's deadline and the job fails with DEADLINE_EXCEEDED; this
   // wait only guards against a job that never reaches a worker (a queue stuck behind others).

@@ -132,6 +132,36 @@ TEST_F(Isolation, BitcodeThatAsksLlvmForGigabytesIsResourceExhausted) {
   EXPECT_EQ(stats().worker_restarts(), 1u) << "a fresh worker took its place";
 }
 
+// With two workers free, a job for two archs takes both: its archs compile at once (here both
+// hang, so both stay running until the deadline kills them), and it fails as one job.
+TEST_F(Isolation, AJobsArchsCompileAtOnceOnFreeWorkers) {
+  v1::CompileRequest request = device_request("; kcache_test_fault_hang\n" + read_test_data("kernels/saxpy.ll"),
+                                              {"sm_80", "sm_90"});
+  auto hang = std::async(std::launch::async, [&] { return m_client->compile(request); });
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::uint64_t most_running = 0;
+  while (most_running < 2 && std::chrono::steady_clock::now() < until) {
+    most_running = std::max<std::uint64_t>(most_running, stats().running_jobs());
+  }
+  EXPECT_EQ(most_running, 2u) << "one job for two archs ran on one worker";
+  auto hung = hang.get();
+  ASSERT_FALSE(hung);
+  EXPECT_EQ(hung.error().code, ErrorCode::k_deadline_exceeded) << hung.error().message;
+  EXPECT_EQ(stats().entries(), 0u) << "a job that failed in part stores nothing";
+  EXPECT_EQ(stats().compiles(), 0u);
+
+  // The same split compiles: every image, in the order asked for, counted as one job.
+  v1::CompileRequest three = device_request(slow_device_module(3), {"sm_90", "sm_80", "sm_75"});
+  auto ok = m_client->compile(three);
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(ok->images_size(), 3);
+  EXPECT_EQ(ok->images(0).arch(), "sm_90");
+  EXPECT_EQ(ok->images(1).arch(), "sm_80");
+  EXPECT_EQ(ok->images(2).arch(), "sm_75");
+  EXPECT_EQ(stats().compiles(), 1u);
+  EXPECT_EQ(stats().images_compiled(), 3u);
+}
+
 // One worker and a one-second job limit: jobs queued behind a hanging one are past their
 // deadline by the time the worker is free.
 class QueuedJobs : public Isolation {

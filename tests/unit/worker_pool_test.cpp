@@ -4,6 +4,7 @@
 #include <future>
 #include <latch>
 
+#include "compile/compiler.hpp"
 #include "compile/process.hpp"
 #include "worker_pool.hpp"
 
@@ -41,6 +42,84 @@ TEST(WorkerPool, RefusesBeyondItsQueueImmediately) {
   auto after = pool.submit([] {});
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().code, ErrorCode::k_unavailable);
+}
+
+TEST(WorkerPool, IdleCountsFreeThreadsAndNoneWhileJobsWait) {
+  WorkerPool pool(2, 8);
+  EXPECT_EQ(pool.idle(), 2u);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::latch running(2);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.submit([&] {
+      running.count_down();
+      gate.wait();
+    }));
+  }
+  running.wait();
+  EXPECT_EQ(pool.idle(), 0u) << "a job still waits in the queue";
+  release.set_value();
+  pool.shutdown();
+  EXPECT_EQ(pool.idle(), 0u) << "stopped: its threads are gone";
+}
+
+CompileJob job_for(Side side, std::vector<ImageRequest> images) {
+  JobSpec spec;
+  spec.side = side;
+  return CompileJob{spec, {}, std::move(images)};
+}
+
+// What one part of a split job would return.
+CompileOutput compiled(const CompileJob& part) {
+  CompileOutput out;
+  for (const ImageRequest& want : part.images) out.images.push_back(make_image(want, want.arch));
+  out.diagnostics.push_back("warning for " + part.images.front().arch);
+  return out;
+}
+
+TEST(SplitByArch, KeepsAnArchsImagesTogetherAndSpreadsArchsOverParts) {
+  CompileJob job = job_for(Side::device, {{"sm_90", ImageKind::ptx}, {"sm_80", ImageKind::ptx},
+                                          {"sm_90", ImageKind::cubin}, {"sm_75", ImageKind::cubin}});
+  std::vector<CompileJob> parts = split_by_arch(job, 2);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].images, (std::vector<ImageRequest>{{"sm_90", ImageKind::ptx}, {"sm_90", ImageKind::cubin},
+                                                          {"sm_75", ImageKind::cubin}}));
+  EXPECT_EQ(parts[1].images, (std::vector<ImageRequest>{{"sm_80", ImageKind::ptx}}));
+  EXPECT_EQ(split_by_arch(job, 8).size(), 3u) << "no more parts than archs";
+  EXPECT_EQ(split_by_arch(job, 1).size(), 1u);
+  EXPECT_EQ(split_by_arch(job, 0).size(), 1u) << "no free worker: one job that queues";
+  EXPECT_EQ(split_by_arch(job_for(Side::host, {{"x86_64", ImageKind::object}}), 4).size(), 1u);
+}
+
+TEST(SplitByArch, MergedPartsGiveImagesInTheJobsOrder) {
+  CompileJob job = job_for(Side::device, {{"sm_90", ImageKind::ptx}, {"sm_80", ImageKind::ptx},
+                                          {"sm_90", ImageKind::cubin}, {"sm_75", ImageKind::cubin}});
+  std::vector<CompileJob> parts = split_by_arch(job, 3);
+  std::vector<Expected<CompileOutput>> outputs;
+  for (const CompileJob& part : parts) outputs.emplace_back(compiled(part));
+  auto merged = merge_parts(job, std::move(outputs));
+  ASSERT_TRUE(merged) << merged.error().message;
+  ASSERT_EQ(merged->images.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(merged->images[i].meta.id(), job.images[i]);
+  EXPECT_EQ(merged->diagnostics.size(), 3u);
+}
+
+TEST(SplitByArch, OneFailedPartFailsTheJobAndAMissingImageIsInternal) {
+  CompileJob job = job_for(Side::device, {{"sm_90", ImageKind::ptx}, {"sm_80", ImageKind::ptx}});
+  std::vector<CompileJob> parts = split_by_arch(job, 2);
+  std::vector<Expected<CompileOutput>> outputs;
+  outputs.emplace_back(compiled(parts[0]));
+  outputs.emplace_back(make_error(ErrorCode::k_deadline_exceeded, "sm_80 ran out of time"));
+  auto merged = merge_parts(job, std::move(outputs));
+  ASSERT_FALSE(merged);
+  EXPECT_EQ(merged.error().code, ErrorCode::k_deadline_exceeded);
+
+  std::vector<Expected<CompileOutput>> short_one;
+  short_one.emplace_back(compiled(parts[0]));
+  short_one.emplace_back(CompileOutput{});
+  auto missing = merge_parts(job, std::move(short_one));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::k_internal);
 }
 
 TEST(RunProcess, CapturesOutputAndKillsAProgramPastItsDeadline) {
