@@ -17,7 +17,7 @@ constexpr std::string_view k_host_triple = "x86_64-unknown-linux-gnu";
 void compile_request(std::string_view bytes) {
   kcache::v1::CompileRequest request;
   if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return;
-  auto spec = kcache::wire::job_spec(request, k_host_triple);
+  auto spec = kcache::wire::job_spec(request, k_host_triple, 90);
   if (!spec) return;
   auto images = kcache::wire::image_requests(request, *spec);
   if (!images) return;
@@ -28,7 +28,8 @@ void compile_request(std::string_view bytes) {
   kcache::v1::CompileRequest rebuilt;
   kcache::wire::fill_request(*spec, rebuilt);
   kcache::wire::set_modules(*spec, modules, rebuilt);
-  auto again = kcache::wire::job_spec(rebuilt, k_host_triple);
+  rebuilt.set_driver_version(request.driver_version());  // not part of the spec: it gives the cap
+  auto again = kcache::wire::job_spec(rebuilt, k_host_triple, 90);
   if (!again || kcache::compute_key(*again, kcache::wire::modules_of(rebuilt), fingerprint) != key) __builtin_trap();
 }
 

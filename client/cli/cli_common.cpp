@@ -56,6 +56,9 @@ void JobFlags::add_to(CLI::App& cmd) {
                  "that fail loudly when called")
       ->check(CLI::IsMember({"reject", "stub"}))
       ->capture_default_str();
+  cmd.add_option("--driver", driver,
+                 "CUDA version of the driver that will load the images (12.4, as nvidia-smi shows it): PTX at an "
+                 "ISA it JITs, and PTX in place of cubins it cannot load (default: for the daemon's own toolkit)");
 }
 
 JobInput JobFlags::read() const {
@@ -79,6 +82,11 @@ JobInput JobFlags::read() const {
   spec.options.entry_points = entries;
   spec.options.cpu = cpu;
   spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
+  if (!driver.empty()) {
+    auto version = parse_cuda_version(driver);
+    if (!version) fail(k_exit_usage, "--driver: " + version.error().message);
+    in.driver = *version;
+  }
   return in;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kcache/expected.hpp"
+#include "kcache/driver.hpp"
 #include "kcache/job.hpp"
 
 namespace kcache::cli {
@@ -48,6 +49,7 @@ struct GlobalFlags {
 // A job's modules as read from their files, and its spec.
 struct JobInput {
   JobSpec spec;  // not yet canonical
+  CudaVersion driver = 0;  // --driver; 0: not stated
   std::vector<std::string> modules;
   std::vector<std::string_view> views() const { return {modules.begin(), modules.end()}; }
 };
@@ -67,6 +69,7 @@ struct JobFlags {
   std::vector<std::string> entries;
   std::string cpu;
   std::string guard = "reject";
+  std::string driver;  // --driver 12.4: the CUDA version of the driver that loads the images
 
   void add_to(CLI::App& cmd);
   // Reads every file and builds the job's spec (formats from --format, else inferred per file).

@@ -57,6 +57,9 @@ std::optional<int> cached_compile(int argc, char** argv) {
   std::vector<ImageRequest> images;
   try {
     input = job.read();
+    // The key of a job for an older driver needs the daemon's PTX ISA, which the saved state
+    // lacks: such jobs take the full client.
+    if (input.driver != 0) return std::nullopt;
     if (!canonicalize(spec, state->host_triple)) return std::nullopt;
     auto planned = plan_images(spec, job.archs, job.kinds());
     if (!planned) return std::nullopt;

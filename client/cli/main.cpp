@@ -32,6 +32,7 @@ v1::CompileRequest build_request(const JobFlags& flags) {
   JobInput input = flags.read();
   kcache::wire::fill_request(input.spec, request);
   kcache::wire::set_modules(input.spec, input.views(), request);
+  request.set_driver_version(input.driver);
   for (const std::string& a : flags.archs) request.add_archs(a);
   for (kcache::ImageKind kind : flags.kinds()) request.add_emit(kcache::wire::to_proto(kind));
   return request;

@@ -93,7 +93,7 @@ Expected<Key> Client::compute_key(const v1::CompileRequest& request) {
   if (!caps) return caps.error();
   auto fingerprint = digest_from_hex(caps->fingerprint());
   if (!fingerprint) return make_error(ErrorCode::k_internal, "kcached sent a malformed fingerprint");
-  auto spec = wire::job_spec(request, caps->host_triple());
+  auto spec = wire::job_spec(request, caps->host_triple(), static_cast<int>(caps->ptx_isa_version()));
   if (!spec) return spec.error();
   return kcache::compute_key(*spec, wire::modules_of(request), *fingerprint);
 }

@@ -129,6 +129,7 @@ Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
                       "host jobs target the CPU; '" + spec.target + "' is a GPU triple: send it with side device");
   }
   if (spec.side == Side::device) o.guard = HostGuard::reject;  // the guard applies to host code only
+  if (spec.side == Side::host) spec.ptx_isa_cap = 0;            // a driver JITs device code only
   if (o.debug_info) o.lineinfo = false;  // full debug info includes line tables
   for (const std::string& name : o.entry_points) {
     if (name.empty()) return make_error(ErrorCode::k_invalid_argument, "an entry point name is empty");
@@ -136,6 +137,15 @@ Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
   std::sort(o.entry_points.begin(), o.entry_points.end());
   o.entry_points.erase(std::unique(o.entry_points.begin(), o.entry_points.end()), o.entry_points.end());
   return {};
+}
+
+std::vector<ImageRequest> ptx_in_place_of_cubins(const std::vector<ImageRequest>& images) {
+  std::vector<ImageRequest> out;
+  for (ImageRequest want : images) {
+    if (want.kind == ImageKind::cubin) want.kind = ImageKind::ptx;
+    if (std::find(out.begin(), out.end(), want) == out.end()) out.push_back(std::move(want));
+  }
+  return out;
 }
 
 Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::vector<std::string>& archs,

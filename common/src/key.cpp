@@ -18,6 +18,7 @@ enum Tag : std::uint8_t {
   k_tag_entry_point = 9,
   k_tag_module = 10,
   k_tag_linked_module = 11,
+  k_tag_ptx_isa_cap = 12,
 };
 
 // Each field is tag (1 byte) | length (8 bytes, little endian) | bytes: no two different jobs
@@ -76,6 +77,9 @@ Key compute_key(const JobSpec& spec, std::span<const std::string_view> modules, 
     value += as_bytes(sha256(modules[i]));
     hash_field(h, k_tag_linked_module, value);
   }
+  // Only a driver that cannot take the daemon's PTX makes a key of its own: a job stating none,
+  // or a new enough one, encodes exactly as before.
+  if (spec.ptx_isa_cap != 0) hash_byte(h, k_tag_ptx_isa_cap, static_cast<std::uint8_t>(spec.ptx_isa_cap));
   return Key{h.finish()};
 }
 

@@ -1,5 +1,7 @@
 #include "wire/wire.hpp"
 
+#include "kcache/driver.hpp"
+
 namespace kcache::wire {
 
 Side from_proto(v1::Side side) { return side == v1::SIDE_HOST ? Side::host : Side::device; }
@@ -50,7 +52,7 @@ Expected<InputFormat> module_format(int format, std::string_view bytes, const st
 
 }  // namespace
 
-Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple) {
+Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple, int daemon_ptx_isa) {
   JobSpec spec;
   spec.side = from_proto(request.side());
   auto format = module_format(request.format(), request.module(), "the module");
@@ -71,6 +73,12 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
   spec.options.entry_points.assign(o.entry_points().begin(), o.entry_points().end());
   spec.options.cpu = o.cpu();
   spec.options.guard = o.guard() == v1::GUARD_STUB ? HostGuard::stub : HostGuard::reject;
+  if (auto ok = check_cuda_version(request.driver_version()); !ok) return ok.error();
+  if (spec.side == Side::device) {
+    auto cap = ptx_isa_cap_for(request.driver_version(), daemon_ptx_isa);
+    if (!cap) return cap.error();
+    spec.ptx_isa_cap = *cap;
+  }
   if (auto ok = canonicalize(spec, host_triple); !ok) return ok.error();
   return spec;
 }

@@ -21,8 +21,11 @@ std::optional<ImageKind> from_proto(v1::ImageKind kind);  // unspecified -> null
 v1::ImageKind to_proto(ImageKind kind);
 v1::InputFormat to_proto(InputFormat format);
 
-// The canonical job a request describes (format inferred from the bytes when unspecified).
-Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple);
+// The canonical job a request describes (format inferred from the bytes when unspecified), for a
+// daemon on `host_triple` emitting PTX ISA `daemon_ptx_isa` (Capabilities.ptx_isa_version): a
+// stated driver older than that gives the job a PTX ISA cap. INVALID_ARGUMENT for a malformed
+// driver version, FAILED_PRECONDITION for one that JITs no PTX kcache emits.
+Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple, int daemon_ptx_isa);
 
 // The (arch, kind) images a request asks for.
 Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& request, const JobSpec& spec);

@@ -262,6 +262,11 @@ Expected<std::string> emit_ptx(const llvm::Module& source, const CompileJob& job
   if (ptx_version > 0) {
     auto floor = min_ptx_version(triple, arch);
     if (!floor) return floor.error();
+    if (job.spec.ptx_isa_cap > 0 && *floor > job.spec.ptx_isa_cap) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        arch + " needs PTX ISA " + ptx_isa_name(*floor) + " or newer; the client's driver JITs up to " +
+                            ptx_isa_name(job.spec.ptx_isa_cap) + ": update the driver, or drop " + arch);
+    }
     if (ptx_version < *floor) ptx_version = 0;
   }
   std::string features = ptx_version > 0 ? "+ptx" + std::to_string(ptx_version) : "";
@@ -270,6 +275,20 @@ Expected<std::string> emit_ptx(const llvm::Module& source, const CompileJob& job
   m->setDataLayout((*tm)->createDataLayout());
   optimize(*m, **tm, job.spec.options.opt_level);
   return emit(*m, **tm, llvm::CodeGenFileType::AssemblyFile, diags, arch);
+}
+
+// PTX emitted below the ISA its module asked for (an older client driver) may hold inline asm
+// that needs the newer ISA. ptxas, where the toolkit has it, finds out before the driver would.
+Expected<void> check_capped_ptx(const Toolchain& toolchain, const CompileJob& job, std::string_view ptx,
+                                const std::string& arch, int requested_ptx) {
+  if (job.spec.ptx_isa_cap == 0 || requested_ptx <= job.spec.ptx_isa_cap || !toolchain.cuda_present) return {};
+  std::vector<std::string> ignored;
+  auto assembled = assemble_cubin(toolchain, job, {ptx}, arch, false, ignored);
+  if (assembled) return {};
+  return make_error(ErrorCode::k_failed_precondition,
+                    "the module asks for PTX ISA " + ptx_isa_name(requested_ptx) + " and does not assemble at " +
+                        ptx_isa_name(job.spec.ptx_isa_cap) + ", the newest the client's driver JITs: update the driver. " +
+                        "ptxas: " + assembled.error().message.substr(0, 600));
 }
 
 }  // namespace
@@ -310,7 +329,11 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
 
   // The newest PTX ISA both LLVM and ptxas take, never older than the module asks for (inline
   // asm from CUDA headers needs it). Read before rtlib, whose clang tags would count too.
-  int ptx_version = std::max(requested_ptx_version(module), toolchain.max_ptx_version);
+  int requested_ptx = requested_ptx_version(module);
+  int ptx_version = std::max(requested_ptx, toolchain.max_ptx_version);
+  // For an older driver, its newest ISA. Clang asks for the newest ISA it knows whether or not
+  // the code needs it, so a module asking for more is tried at the cap and checked below.
+  if (job.spec.ptx_isa_cap > 0) ptx_version = job.spec.ptx_isa_cap;
   if (auto linked = link_device_libraries(module, toolchain, job, ptx_modules, diags); !linked) return linked.error();
   retarget_functions(module);
   apply_debug_options(module, job.spec.options);
@@ -323,6 +346,7 @@ Expected<CompileOutput> compile_device(const Toolchain& toolchain, const Compile
     if (ptx == ptx_by_arch.end()) {
       auto emitted = emit_ptx(module, job, want.arch, ptx_version, diags);
       if (!emitted) return emitted.error();
+      if (auto fits = check_capped_ptx(toolchain, job, *emitted, want.arch, requested_ptx); !fits) return fits.error();
       ptx = ptx_by_arch.emplace(want.arch, std::move(*emitted)).first;
     }
     if (want.kind == ImageKind::ptx) {

@@ -62,6 +62,10 @@ void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root) {
   std::smatch m;
   static const std::regex release(R"(release [0-9.]+, V[0-9.]+)");
   t.ptxas_version = std::regex_search(version->output, m, release) ? m.str() : version->output;
+  static const std::regex cuda_release(R"(release ([0-9]+)\.([0-9]))");
+  if (std::regex_search(version->output, m, cuda_release)) {
+    t.cuda_version = static_cast<CudaVersion>(std::stoi(m[1]) * 1000 + std::stoi(m[2]) * 10);
+  }
   auto help = run_process({ptxas.string(), "--help"});
   if (!help || help->exit_code != 0) return;
   static const std::regex sm("'(sm_[0-9]+[af]?)'");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compile/nvjitlink.hpp"
+#include "kcache/driver.hpp"
 #include "kcache/sha256.hpp"
 
 namespace kcache::server {
@@ -27,6 +28,7 @@ struct Toolchain {
   std::filesystem::path cuda_root;
   std::filesystem::path ptxas;
   std::string ptxas_version;              // the version line ptxas prints
+  CudaVersion cuda_version = 0;           // the toolkit's CUDA release (13000), from that line; 0: unknown
   std::vector<std::string> cubin_archs;   // sm_XX ptxas accepts
   std::shared_ptr<const NvJitLink> nvjitlink;  // set when cubins are assembled in process
   int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas

@@ -41,6 +41,11 @@ bool has_image(const std::vector<ImageMeta>& metas, const ImageRequest& want) {
   return std::any_of(metas.begin(), metas.end(), [&](const ImageMeta& m) { return m.id() == want; });
 }
 
+// Whether a driver of CUDA `driver` (0: not stated) loads the cubins this daemon's toolkit makes.
+bool cubins_loadable(const Toolchain& toolchain, CudaVersion driver) {
+  return driver == 0 || toolchain.cuda_version == 0 || driver_loads_cubins_of(driver, toolchain.cuda_version);
+}
+
 // Whether the client asked for an error's whole report (and raised its metadata limit to take it).
 bool wants_full_report(const grpc::ServerContext& context) {
   const auto& metadata = context.client_metadata();
@@ -204,10 +209,32 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
                       "the job names " + std::to_string(request.archs_size()) + " archs; this kcached accepts " +
                           std::to_string(m_limits.max_archs) + " per job (--max-archs): split it");
   }
-  auto spec = wire::job_spec(request, toolchain.host_triple);
+  auto spec = wire::job_spec(request, toolchain.host_triple, toolchain.max_ptx_version);
   if (!spec) return spec.error();
   auto images = wire::image_requests(request, *spec);
   if (!images) return images.error();
+  // A driver older than the toolkit's major version cannot load its cubins: PTX at an ISA the
+  // driver JITs takes their place (the key carries that ISA, KEY_FORMAT.md tag 12).
+  std::string cubins_left_out;
+  std::vector<std::string> jit_archs;  // archs whose cubin became PTX
+  if (spec->side == Side::device && !cubins_loadable(toolchain, request.driver_version())) {
+    for (const ImageRequest& r : *images) {
+      if (r.kind == ImageKind::cubin) jit_archs.push_back(r.arch);
+    }
+    if (!jit_archs.empty()) {
+      cubins_left_out = "CUDA " + cuda_version_name(toolchain.cuda_version) + " made no cubin for a driver of CUDA " +
+                        cuda_version_name(request.driver_version()) +
+                        ", which cannot load it: PTX in its place (the driver JITs it)";
+      if (spec->has_ptx_input()) {
+        return make_error(ErrorCode::k_failed_precondition,
+                          "the job's modules are PTX, whose only output is a cubin, and this kcached's cubins come "
+                          "from CUDA " + cuda_version_name(toolchain.cuda_version) + ", which a driver of CUDA " +
+                              cuda_version_name(request.driver_version()) +
+                              " cannot load: let the driver JIT the PTX itself, or update it");
+      }
+      images = ptx_in_place_of_cubins(*images);
+    }
+  }
   if (auto supported = m_compiler.check_supported(*spec, *images); !supported) return supported.error();
 
   std::vector<std::string_view> modules = wire::modules_of(request);
@@ -260,6 +287,12 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
     }
     to_proto((*image)->meta, *out);
     attach((*image)->data, *out);
+  }
+  if (!cubins_left_out.empty()) {
+    response.add_diagnostics(cubins_left_out);
+    for (v1::Image& image : *response.mutable_images()) {
+      if (std::find(jit_archs.begin(), jit_archs.end(), image.arch()) != jit_archs.end()) image.set_needs_jit(true);
+    }
   }
   if (missing.empty()) return v1::OUTCOME_HIT;
   return coalesced ? v1::OUTCOME_COALESCED : v1::OUTCOME_MISS;

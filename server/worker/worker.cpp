@@ -71,8 +71,9 @@ void fill_result(Expected<CompileOutput>& output, Result& result) {
 
 // Runs one job from the daemon.
 Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
-  auto spec = wire::job_spec(job.request(), compiler.toolchain().host_triple);
+  auto spec = wire::job_spec(job.request(), compiler.toolchain().host_triple, compiler.toolchain().max_ptx_version);
   if (!spec) return spec.error();
+  spec->ptx_isa_cap = static_cast<int>(job.ptx_isa_cap());
   CompileJob compile_job{*spec, wire::modules_of(job.request()), {}, Clock::time_point::max()};
   for (const ImageRef& ref : job.images()) {
     std::optional<ImageKind> kind = wire::from_proto(ref.kind());
@@ -279,6 +280,7 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
   message.set_key(key.hex());
   wire::fill_request(job.spec, *message.mutable_request());
   wire::set_modules(job.spec, job.modules, *message.mutable_request());
+  message.set_ptx_isa_cap(static_cast<std::uint32_t>(job.spec.ptx_isa_cap));
   for (const ImageRequest& r : job.images) {
     ImageRef* ref = message.add_images();
     ref->set_arch(r.arch);

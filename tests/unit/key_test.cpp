@@ -1,6 +1,7 @@
 // Key derivation: every input that changes the code changes the key; nothing else does.
 #include <gtest/gtest.h>
 
+#include "kcache/driver.hpp"
 #include "kcache/key.hpp"
 
 namespace kcache {
@@ -75,7 +76,8 @@ std::string field(std::uint8_t tag, std::string_view value) {
   return out.append(value);
 }
 
-Key documented_key(const std::vector<std::pair<InputFormat, std::string_view>>& modules, const Digest& fp) {
+Key documented_key(const std::vector<std::pair<InputFormat, std::string_view>>& modules, const Digest& fp,
+                   int ptx_isa_cap = 0) {
   std::string encoded = "kcache-key";
   encoded += field(1, std::string("\x01\x00\x00\x00", 4));
   encoded += field(2, as_bytes(fp));
@@ -89,6 +91,7 @@ Key documented_key(const std::vector<std::pair<InputFormat, std::string_view>>& 
   for (std::size_t i = 1; i < modules.size(); ++i) {
     encoded += field(11, std::string(1, static_cast<char>(modules[i].first)) + std::string(as_bytes(sha256(modules[i].second))));
   }
+  if (ptx_isa_cap != 0) encoded += field(12, std::string(1, static_cast<char>(ptx_isa_cap)));
   return Key{sha256(encoded)};
 }
 
@@ -108,6 +111,31 @@ TEST(Key, LinkedModulesAreCoveredInOrderAsDocumented) {
   JobSpec other_formats = three;
   other_formats.linked_formats = {InputFormat::llvm_text, InputFormat::ptx};
   EXPECT_NE(k, compute_key(other_formats, abc, fp)) << "each module's format is covered";
+}
+
+// A driver older than the daemon's PTX gives the key a tag 12 field; a new enough one (or none)
+// keeps the key every other client computes, so they share images.
+TEST(Key, AnOlderDriversPtxIsaCapIsCoveredAsDocumented) {
+  Digest fp = fingerprint("toolchain");
+  JobSpec none;
+  ASSERT_TRUE(canonicalize(none, "x86_64-pc-linux-gnu"));
+  JobSpec capped = none;
+  capped.ptx_isa_cap = *ptx_isa_cap_for(12040, 90);
+  EXPECT_EQ(capped.ptx_isa_cap, 84);
+  EXPECT_EQ(compute_key(capped, "a", fp), documented_key({{InputFormat::llvm_text, "a"}}, fp, 84));
+  EXPECT_NE(compute_key(capped, "a", fp), compute_key(none, "a", fp));
+  JobSpec newer = none;
+  newer.ptx_isa_cap = *ptx_isa_cap_for(13000, 90);
+  EXPECT_EQ(compute_key(newer, "a", fp), compute_key(none, "a", fp)) << "a driver that takes ISA 9.0 shares the key";
+  JobSpec other = none;
+  other.ptx_isa_cap = *ptx_isa_cap_for(12080, 90);
+  EXPECT_NE(compute_key(other, "a", fp), compute_key(capped, "a", fp)) << "12.8 (ISA 8.7) and 12.4 (8.4) differ";
+
+  JobSpec host;
+  host.side = Side::host;
+  host.ptx_isa_cap = 84;
+  ASSERT_TRUE(canonicalize(host, "x86_64-pc-linux-gnu"));
+  EXPECT_EQ(host.ptx_isa_cap, 0) << "a driver JITs device code only";
 }
 
 TEST(Key, LinkedModulesAreForTheDeviceAndBounded) {

@@ -68,6 +68,10 @@ struct JobSpec {
   std::vector<InputFormat> linked_formats;
   std::string target;  // target triple; empty means the side's default
   CompileOptions options;
+  // Device: the newest PTX ISA (84 is 8.4) the client's driver JITs, when that is below what the
+  // daemon emits (kcache/driver.hpp, ptx_isa_cap_for); 0: the daemon's own newest. Its cubins
+  // are then left out: they come from a toolkit newer than the driver.
+  int ptx_isa_cap = 0;
 
   std::size_t module_count() const { return 1 + linked_formats.size(); }
   // Whether any module is PTX (such a job can emit cubin only: PTX is linked by nvJitLink).
@@ -93,6 +97,10 @@ Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple);
 // PTX); one object for the host (arch = the triple's CPU architecture). `spec` must be canonical.
 Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::vector<std::string>& archs,
                                                 const std::vector<ImageKind>& kinds);
+
+// `images` with PTX in place of every cubin, in order; an arch that asked for both keeps one PTX.
+// For a client whose driver cannot load this toolkit's cubins: it JITs the PTX instead.
+std::vector<ImageRequest> ptx_in_place_of_cubins(const std::vector<ImageRequest>& images);
 
 // The CPU architecture name of a triple ("x86_64-pc-linux-gnu" -> "x86_64"): a host image's arch.
 std::string triple_arch(std::string_view triple);
