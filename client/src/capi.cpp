@@ -10,6 +10,7 @@
 
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
+#include "kcache/loader.hpp"
 #include "wire/wire.hpp"
 
 struct kcache_client {
@@ -102,6 +103,21 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
       linked->set_module(static_cast<const char*>(m.data), m.size);
     }
   }
+  if (KCACHE_JOB_HAS(job, driver_version)) {
+    if (job->driver_version < KCACHE_DRIVER_NONE) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "job.driver_version is " + std::to_string(job->driver_version) +
+                            ": give cuDriverGetVersion's number, KCACHE_DRIVER_THIS_MACHINE or KCACHE_DRIVER_NONE");
+    }
+    if (job->driver_version > 0) {
+      if (auto ok = check_cuda_version(static_cast<std::uint64_t>(job->driver_version)); !ok) return ok.error();
+      r.set_driver_version(static_cast<std::uint32_t>(job->driver_version));
+    } else if (job->driver_version == KCACHE_DRIVER_THIS_MACHINE) {
+      r.set_driver_version(installed_driver_version());
+    }
+  } else {
+    r.set_driver_version(installed_driver_version());  // a caller from before the field: this machine's
+  }
   return r;
 }
 
@@ -160,6 +176,7 @@ kcache_status kcache_fetch(kcache_client* client, const char* key_hex, const cha
     request.set_arch(arch);
     request.set_side(side == KCACHE_SIDE_HOST ? kcache::v1::SIDE_HOST : kcache::v1::SIDE_DEVICE);
     request.set_kind(static_cast<kcache::v1::ImageKind>(kind));
+    if (side != KCACHE_SIDE_HOST) request.set_driver_version(kcache::installed_driver_version());
     auto fetched = client->client->fetch(request);
     if (!fetched) return fail(fetched.error());
     *out = new kcache_image{std::move(*fetched)};

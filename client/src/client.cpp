@@ -151,7 +151,10 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
   if (!caps || caps->http_port() == 0) return std::nullopt;
   std::string path = std::string("/v1/select/") + (request.side() == v1::SIDE_HOST ? "host" : "device") + "/" +
                      path_part(request.key()) + "/" + path_part(request.arch());
-  if (auto kind = wire::from_proto(request.kind())) path += "?kind=" + std::string(kind_name(*kind));
+  std::string query;
+  if (auto kind = wire::from_proto(request.kind())) query += "&kind=" + std::string(kind_name(*kind));
+  if (request.driver_version() != 0) query += "&driver=" + std::to_string(request.driver_version());
+  if (!query.empty()) path += "?" + query.substr(1);
   std::vector<std::pair<std::string, std::string>> headers;
   if (!m_options.token.empty()) headers.emplace_back("Authorization", "Bearer " + m_options.token);
 
@@ -249,6 +252,7 @@ Expected<FetchedImage> Client::fetch_or_compile(const v1::CompileRequest& reques
   fetch_request.set_key(key->hex());
   fetch_request.set_arch(device_arch);
   fetch_request.set_side(request.side() == v1::SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+  fetch_request.set_driver_version(request.driver_version());
   auto fetched = with_retries([&] { return fetch(fetch_request); });
   if (fetched || fetched.error().code != ErrorCode::k_not_found) return fetched;
 

@@ -32,6 +32,7 @@ struct DriverApi {
   int (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
                        void**) = nullptr;
   int (*get_error_string)(int, const char**) = nullptr;
+  int (*driver_get_version)(int*) = nullptr;
   int device = 0;
 };
 
@@ -44,6 +45,21 @@ constexpr unsigned k_host_alloc_devicemap = 0x02;
 constexpr int k_error_not_found = 500;  // CUDA_ERROR_NOT_FOUND
 
 }  // namespace
+
+CudaVersion installed_driver_version() {
+  static const CudaVersion version = [] {
+    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) return CudaVersion{0};
+    int value = 0;
+    auto get = reinterpret_cast<int (*)(int*)>(dlsym(library, "cuDriverGetVersion"));
+    if (get == nullptr || get(&value) != 0 || !check_cuda_version(static_cast<std::uint64_t>(value > 0 ? value : 0))) {
+      value = 0;
+    }
+    dlclose(library);
+    return static_cast<CudaVersion>(value > 0 ? value : 0);
+  }();
+  return version;
+}
 
 Error Loader::driver_error(int result, const std::string& what) const {
   const char* text = nullptr;
@@ -89,6 +105,7 @@ Expected<std::unique_ptr<Loader>> Loader::open(int ordinal) {
   bind(api.mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2");
   bind(api.launch_kernel, "cuLaunchKernel");
   bind(api.get_error_string, "cuGetErrorString");
+  bind(api.driver_get_version, "cuDriverGetVersion");
   if (!missing.empty()) {
     return make_error(ErrorCode::k_failed_precondition, "libcuda.so.1 lacks " + missing + ": the driver is too old");
   }
@@ -101,6 +118,10 @@ Expected<std::unique_ptr<Loader>> Loader::open(int ordinal) {
   api.device_attribute(&major, k_cc_major, api.device);
   api.device_attribute(&minor, k_cc_minor, api.device);
   loader->m_arch = "sm_" + std::to_string(major * 10 + minor);
+  int driver = 0;
+  if (api.driver_get_version(&driver) == 0 && driver > 0 && check_cuda_version(static_cast<std::uint64_t>(driver))) {
+    loader->m_driver_version = static_cast<CudaVersion>(driver);
+  }
   if (int r = api.primary_ctx_retain(&loader->m_context, api.device); r != 0) {
     return loader->driver_error(r, "cuDevicePrimaryCtxRetain");
   }

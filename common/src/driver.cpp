@@ -67,6 +67,27 @@ Expected<CudaVersion> parse_cuda_version(std::string_view text) {
   return *major * 1000 + *minor * 10;
 }
 
+int ptx_isa_of(std::string_view ptx) {
+  // Comments may come first; the directive is within the first lines of any real module.
+  std::string_view head = ptx.substr(0, 64 * 1024);
+  for (std::size_t at = head.find(".version"); at != std::string_view::npos; at = head.find(".version", at + 1)) {
+    std::size_t i = at + 8;
+    if (i >= head.size() || (head[i] != ' ' && head[i] != '\t')) continue;
+    while (i < head.size() && (head[i] == ' ' || head[i] == '\t')) ++i;
+    int major = 0, digits = 0;
+    while (i < head.size() && head[i] >= '0' && head[i] <= '9' && digits < 3) major = major * 10 + (head[i++] - '0'), ++digits;
+    if (digits == 0 || i + 1 >= head.size() || head[i] != '.' || head[i + 1] < '0' || head[i + 1] > '9') continue;
+    return major * 10 + (head[i + 1] - '0');
+  }
+  return 0;
+}
+
+bool driver_loads(CudaVersion driver, CudaVersion toolkit, bool is_cubin, std::string_view data) {
+  if (driver == 0) return true;
+  if (is_cubin) return toolkit == 0 || driver_loads_cubins_of(driver, toolkit);
+  return ptx_isa_of(data) <= max_ptx_isa_for_driver(driver);
+}
+
 std::span<const DriverPtxRow> driver_ptx_table() { return k_driver_ptx; }
 
 int max_ptx_isa_for_driver(CudaVersion driver) {

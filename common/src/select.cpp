@@ -19,13 +19,14 @@ bool same_version(const SmArch& a, const SmArch& b) { return a.major == b.major 
 }  // namespace
 
 std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
-                                      std::optional<ImageKind> only_kind) {
+                                      std::optional<ImageKind> only_kind, const Loadable& loadable) {
   Best exact_cubin, compatible_cubin, ptx;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const ImageRequest& c = candidates[i];
     if (only_kind && c.kind != *only_kind) continue;
     auto arch = parse_sm_arch(c.arch);
     if (!arch) continue;
+    if (loadable && !loadable(i)) continue;
     if (c.kind == ImageKind::cubin) {
       if (*arch == device) exact_cubin.offer(i, 2);
       else if (same_version(*arch, device)) exact_cubin.offer(i, arch->variant == 'a' ? 1 : 0);
@@ -43,13 +44,14 @@ std::optional<Selection> select_image(std::span<const ImageRequest> candidates, 
 }
 
 Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
-                                                   const std::string& arch, std::optional<ImageKind> only_kind) {
+                                                   const std::string& arch, std::optional<ImageKind> only_kind,
+                                                   const Loadable& loadable) {
   if (side == Side::device) {
     auto device = parse_sm_arch(arch);
     if (!device) {
       return make_error(ErrorCode::k_invalid_argument, "'" + arch + "' is not a GPU arch: name the device's, e.g. sm_90");
     }
-    return select_image(candidates, *device, only_kind);
+    return select_image(candidates, *device, only_kind, loadable);
   }
   std::optional<Selection> chosen;
   for (std::size_t i = 0; i < candidates.size(); ++i) {

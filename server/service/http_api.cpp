@@ -1,5 +1,7 @@
 #include "service/http_api.hpp"
 
+#include "kcache/driver.hpp"
+
 #include <httplib.h>
 
 #include "image_proto.hpp"
@@ -69,6 +71,11 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       auto kind = parse_kind(req.get_param_value("kind"));
       if (!kind) return (void)finish("SelectImage", res, unknown_kind(req.get_param_value("kind")));
       request.set_kind(wire::to_proto(*kind));
+    }
+    if (req.has_param("driver")) {  // 12.4 or 12040, as FetchRequest.driver_version
+      auto driver = parse_cuda_version(req.get_param_value("driver"));
+      if (!driver) return (void)finish("SelectImage", res, driver.error());
+      request.set_driver_version(*driver);
     }
     auto found = service.select_image(request);
     if (!found) return (void)finish("SelectImage", res, found.error());

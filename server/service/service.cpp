@@ -336,11 +336,32 @@ Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchR
     return make_error(ErrorCode::k_not_found,
                       "key " + key->hex() + " is not stored on the " + std::string(side_name(side)) + " side");
   }
+  if (auto ok = check_cuda_version(request.driver_version()); !ok) return ok.error();
   std::vector<ImageRequest> candidates;
   for (const ImageMeta& m : *metas) candidates.push_back(m.id());
-  auto selected = select_for_side(side, candidates, request.arch(), kind);
+  // A stated driver passes over what it cannot load; PTX is read for its .version only then.
+  CudaVersion driver = side == Side::device ? request.driver_version() : 0;
+  CudaVersion toolkit = m_compiler.toolchain().cuda_version;
+  Loadable loadable;
+  if (driver != 0) {
+    loadable = [&](std::size_t i) {
+      if (candidates[i].kind == ImageKind::cubin) return driver_loads(driver, toolkit, true, {});
+      auto image = m_store.get(side, *key, candidates[i]);
+      return image && driver_loads(driver, toolkit, false, (*image)->data);
+    };
+  }
+  auto selected = select_for_side(side, candidates, request.arch(), kind, loadable);
   if (!selected) return selected.error();
   const std::optional<Selection>& chosen = *selected;
+  auto unfiltered = driver != 0 ? select_for_side(side, candidates, request.arch(), kind) : selected;
+  if (!chosen && unfiltered && unfiltered->has_value()) {
+    return make_error(ErrorCode::k_not_found,
+                      "key " + key->hex() + " has no image for " + request.arch() + " that a driver of CUDA " +
+                          cuda_version_name(driver) + " loads: it has " + image_list(*metas) + ", made for CUDA " +
+                          cuda_version_name(toolkit) + " (PTX ISA " + ptx_isa_name(m_compiler.toolchain().max_ptx_version) +
+                          "). Compile the module for this driver (driver_version, --driver " + cuda_version_name(driver) +
+                          "): its images have a key of their own");
+  }
   if (!chosen) {
     return make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " + request.arch() +
                                                   "; it has " + image_list(*metas));

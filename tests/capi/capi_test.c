@@ -121,6 +121,28 @@ int main(int argc, char **argv) {
   CHECK(kcache_compute_key(client, module, size, &uninitialised, old_key) == KCACHE_INVALID_ARGUMENT);
   CHECK(strstr(kcache_last_error(), "kcache_job_init") != NULL);
 
+  /* A job for an older driver (CUDA 12.4) gets PTX that driver JITs: ISA 8.4 at most. */
+  kcache_job for_old_driver;
+  kcache_job_init(&for_old_driver);
+  CHECK(for_old_driver.driver_version == KCACHE_DRIVER_THIS_MACHINE);
+  for_old_driver.driver_version = 12040;
+  kcache_image *old_ptx = NULL;
+  CHECK(kcache_fetch_or_compile(client, module, size, &for_old_driver, "sm_80", &old_ptx) == KCACHE_OK);
+  if (old_ptx != NULL) {
+    const char *text = (const char *)kcache_image_data(old_ptx);
+    const char *version = memmem(text, kcache_image_size(old_ptx), ".version ", 9);
+    int major = 0, minor = 0;
+    CHECK(version != NULL && sscanf(version, ".version %d.%d", &major, &minor) == 2);
+    CHECK(major * 10 + minor <= 84);
+    kcache_image_free(old_ptx);
+  }
+  for_old_driver.driver_version = 12045;
+  CHECK(kcache_compute_key(client, module, size, &for_old_driver, old_key) == KCACHE_INVALID_ARGUMENT);
+  CHECK(strstr(kcache_last_error(), "12045") != NULL);
+  for_old_driver.driver_version = -7;
+  CHECK(kcache_compute_key(client, module, size, &for_old_driver, old_key) == KCACHE_INVALID_ARGUMENT);
+  CHECK(strstr(kcache_last_error(), "KCACHE_DRIVER_NONE") != NULL);
+
   kcache_image_free(image);
   kcache_image_free(again);
   kcache_client_free(client);

@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   }
   std::printf("| check | result | detail\n|---|---|---\n");
   row("device", true, (*loader)->arch());
+  row("driver (CUDA version)", (*loader)->driver_version() == kcache::installed_driver_version(),
+      kcache::cuda_version_name((*loader)->driver_version()));
   std::string cubin = read(dir + "/saxpy." + (*loader)->arch() + ".cubin");
   if (!cubin.empty()) saxpy(**loader, "saxpy cubin", cubin);
   else row("saxpy cubin for " + (*loader)->arch(), false, "not prepared");

@@ -28,11 +28,16 @@ done
 kcache() { "$build/client/kcache" --server "127.0.0.1:$(cat "$work/port")" "$@"; }
 
 kernels=$root/tests/data/kernels
-kcache compile "$kernels/saxpy.ll" --arch sm_80 -o "$images/saxpy.sm_80.ptx" >/dev/null
-kcache compile "$kernels/throw.ll" --arch sm_80 -o "$images/throw.sm_80.ptx" >/dev/null
+# Images for this machine's driver (nvidia-smi's "CUDA Version"): PTX at an ISA it JITs, and PTX
+# in the cubin's place where it cannot load this toolkit's cubins (the loader takes either).
+driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9.]*\).*/\1/p' | head -n 1) || true
+for_driver=()
+if [ -n "$driver" ]; then for_driver=(--driver "$driver"); fi
+kcache compile "$kernels/saxpy.ll" --arch sm_80 "${for_driver[@]}" -o "$images/saxpy.sm_80.ptx" >/dev/null
+kcache compile "$kernels/throw.ll" --arch sm_80 "${for_driver[@]}" -o "$images/throw.sm_80.ptx" >/dev/null
 if kcache --json capabilities | grep -q '"cuda_present":true'; then
   for arch in sm_80 sm_90; do
-    kcache compile "$kernels/saxpy.ll" --arch $arch --emit cubin -o "$images/saxpy.$arch.cubin" >/dev/null
+    kcache compile "$kernels/saxpy.ll" --arch $arch --emit cubin "${for_driver[@]}" -o "$images/saxpy.$arch.cubin" >/dev/null
   done
 fi
 # Not `exec`: that would replace this shell, and its EXIT trap would never stop the daemon.

@@ -174,6 +174,63 @@ TEST_F(DriverAware, ClangBitcodeIsEmittedAtTheDriversIsaUnlessItTrulyNeedsMore) 
   EXPECT_NE(refused.error().message.find("the client's driver JITs"), std::string::npos) << refused.error().message;
 }
 
+// Fetch over gRPC and over the HTTP API never returns an image the stated driver rejects: for the
+// images of a driverless compile, a CUDA 12.4 driver gets NOT_FOUND saying why; for those of a
+// compile for it, its own PTX.
+TEST_F(DriverAware, FetchReturnsOnlyImagesTheStatedDriverLoads) {
+  if (m_daemon_isa <= 84) GTEST_SKIP() << "this toolkit's PTX ISA is 8.4 or older: a 12.4 driver takes it";
+  auto current = m_client->compile(saxpy(0, {v1::KIND_PTX, v1::KIND_CUBIN}));
+  ASSERT_TRUE(current) << current.error().message;
+  auto older = m_client->compile(saxpy(12040, {v1::KIND_PTX, v1::KIND_CUBIN}));
+  ASSERT_TRUE(older) << older.error().message;
+
+  ClientOptions grpc_only(m_daemon->address());
+  grpc_only.http_fetch = false;
+  Client over_grpc(grpc_only);
+  for (Client* client : {m_client.get(), &over_grpc}) {
+    SCOPED_TRACE(client == m_client.get() ? "over HTTP" : "over gRPC");
+    v1::FetchRequest fetch;
+    fetch.set_key(current->key());
+    fetch.set_arch("sm_80");
+    auto any = client->fetch(fetch);
+    ASSERT_TRUE(any) << any.error().message;
+    EXPECT_EQ(any->image.kind(), v1::KIND_CUBIN) << "no driver stated: the best image";
+
+    fetch.set_driver_version(12040);
+    auto refused = client->fetch(fetch);
+    ASSERT_FALSE(refused) << "a CUDA 12.4 driver loads neither PTX " << ptx_isa_name(m_daemon_isa)
+                          << " nor a CUDA 13 cubin";
+    EXPECT_EQ(refused.error().code, ErrorCode::k_not_found);
+    EXPECT_NE(refused.error().message.find("that a driver of CUDA 12.4 loads"), std::string::npos)
+        << refused.error().message;
+
+    fetch.set_driver_version(13000);
+    auto new_driver = client->fetch(fetch);
+    ASSERT_TRUE(new_driver) << new_driver.error().message;
+    EXPECT_EQ(new_driver->image.kind(), v1::KIND_CUBIN);
+
+    fetch.set_key(older->key());
+    fetch.set_driver_version(12040);
+    auto own = client->fetch(fetch);
+    ASSERT_TRUE(own) << own.error().message;
+    EXPECT_EQ(own->image.kind(), v1::KIND_PTX);
+    EXPECT_TRUE(own->image.needs_jit());
+    EXPECT_LE(ptx_version_of(own->data), 84);
+
+    fetch.set_driver_version(12045);
+    auto malformed = client->fetch(fetch);
+    ASSERT_FALSE(malformed);
+    EXPECT_EQ(malformed.error().code, ErrorCode::k_invalid_argument) << malformed.error().message;
+  }
+
+  // fetch_or_compile for an older driver: a miss compiles the variant it loads.
+  v1::CompileRequest again = saxpy(12080, {v1::KIND_CUBIN}, {});
+  auto loaded = m_client->fetch_or_compile(again, "sm_80");
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->image.kind(), v1::KIND_PTX);
+  EXPECT_LE(ptx_version_of(loaded->data), 87);
+}
+
 TEST_F(DriverAware, TheCliTakesDriverAndRefusesAMalformedOne) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "saxpy.ptx";

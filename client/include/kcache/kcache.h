@@ -65,7 +65,15 @@ typedef struct kcache_job {
    * each). IR is linked by LLVM, PTX by nvJitLink; with PTX among them, emit cubin only. */
   const kcache_module *linked_modules;
   size_t linked_module_count;
+  /* The CUDA version of the driver that will load the images, as cuDriverGetVersion reports it
+   * (12040 for 12.4): PTX comes at an ISA that driver JITs, and PTX in place of cubins it cannot
+   * load. KCACHE_DRIVER_THIS_MACHINE (the default) asks this machine's driver, if it has one;
+   * KCACHE_DRIVER_NONE states none (images for the daemon's own toolkit). */
+  long driver_version;
 } kcache_job;
+
+#define KCACHE_DRIVER_THIS_MACHINE 0L
+#define KCACHE_DRIVER_NONE (-1L)
 
 /* Fills the first `struct_size` bytes of `job` with the defaults, and job->struct_size. */
 void kcache_job_init_size(kcache_job *job, size_t struct_size);
@@ -86,7 +94,8 @@ kcache_status kcache_compute_key(kcache_client *client, const void *module, size
                                  char key_hex[65]);
 
 /* The best stored image of `key_hex` for a device of `arch` (sm_90; for the host side, x86_64),
- * restricted to `kind` unless KCACHE_KIND_ANY. KCACHE_NOT_FOUND when there is none. */
+ * restricted to `kind` unless KCACHE_KIND_ANY, that this machine's driver (where it has one)
+ * loads. KCACHE_NOT_FOUND when there is none. */
 kcache_status kcache_fetch(kcache_client *client, const char *key_hex, const char *arch, int side, int kind,
                            kcache_image **out);
 

@@ -10,11 +10,17 @@
 #include <string_view>
 #include <vector>
 
+#include "kcache/driver.hpp"
 #include "kcache/expected.hpp"
 
 namespace kcache {
 
 struct DriverApi;
+
+// The CUDA version this machine's driver implements (cuDriverGetVersion: 12040 for 12.4), read
+// once; 0 where there is no driver (libcuda.so.1 does not open). What a client states in
+// CompileRequest.driver_version and FetchRequest.driver_version so it gets images it can load.
+CudaVersion installed_driver_version();
 
 class Loader {
  public:
@@ -27,6 +33,8 @@ class Loader {
 
   // The device's arch, e.g. "sm_90": what to fetch for.
   const std::string& arch() const { return m_arch; }
+  // The driver's CUDA version (12040 for 12.4): what to compile and fetch for.
+  CudaVersion driver_version() const { return m_driver_version; }
 
   class Module;
 
@@ -52,6 +60,7 @@ class Loader {
   std::unique_ptr<DriverApi> m_api;
   void* m_context = nullptr;
   std::string m_arch;
+  CudaVersion m_driver_version = 0;
   std::vector<std::uint64_t> m_allocations;
   friend class Module;
 };

@@ -51,6 +51,14 @@ bool driver_loads_cubins_of(CudaVersion driver, CudaVersion toolkit);
 // table: no PTX the daemon can emit loads there.
 Expected<int> ptx_isa_cap_for(CudaVersion driver, int daemon_ptx_isa);
 
+// The ISA of a PTX module from its `.version` directive (84 for 8.4); 0 when it has none.
+int ptx_isa_of(std::string_view ptx);
+
+// Whether a driver of CUDA `driver` (0: not stated, loads all) loads an image of `kind` whose
+// bytes are `data`, made by the toolkit of CUDA `toolkit` (0: unknown, taken as loadable).
+// PTX: its ISA is at most the driver's. Cubin: the toolkit's major is at most the driver's.
+bool driver_loads(CudaVersion driver, CudaVersion toolkit, bool is_cubin, std::string_view data);
+
 // "8.4" for 84.
 std::string ptx_isa_name(int ptx_isa);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,13 +25,17 @@ struct Selection {
 //      marked needs_jit;
 //   4. else nullopt.
 // `only_kind` restricts the choice to one kind.
+// `loadable`, when given, says whether the client's driver loads candidate i (kcache/driver.hpp:
+// no cubins from a newer toolkit, no PTX above the ISA it JITs); others are passed over.
+using Loadable = std::function<bool(std::size_t)>;
 std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
-                                      std::optional<ImageKind> only_kind = std::nullopt);
+                                      std::optional<ImageKind> only_kind = std::nullopt, const Loadable& loadable = {});
 
 // Selection for either side, from the arch as a request names it: device archs by the rules
 // above (INVALID_ARGUMENT when `arch` is not an sm_XX); host images by their CPU arch, an empty
 // arch taking the key's one object. nullopt when nothing fits.
 Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
-                                                   const std::string& arch, std::optional<ImageKind> only_kind);
+                                                   const std::string& arch, std::optional<ImageKind> only_kind,
+                                                   const Loadable& loadable = {});
 
 }  // namespace kcache
