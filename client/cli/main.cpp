@@ -389,6 +389,7 @@ int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
             {"device_archs", std::vector<std::string>(caps->device_archs().begin(), caps->device_archs().end())},
             {"cubin_archs", std::vector<std::string>(caps->cubin_archs().begin(), caps->cubin_archs().end())},
             {"ptx_isa_version", caps->ptx_isa_version()},
+            {"cuda_version", caps->cuda_version() != 0 ? kcache::cuda_version_name(caps->cuda_version()) : ""},
             {"libdevice_present", caps->libdevice_present()},
             {"cubin_assembler", caps->cubin_assembler()},
             {"max_module_bytes", caps->limits().max_module_bytes()},

@@ -495,6 +495,7 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const 
   if (t.cuda_present) response->add_device_kinds(v1::KIND_CUBIN);
   response->set_host_triple(t.host_triple);
   response->set_ptx_isa_version(static_cast<std::uint32_t>(t.max_ptx_version));
+  response->set_cuda_version(t.cuda_version);
   response->set_libdevice_present(!t.libdevice.empty());
   response->set_cubin_assembler(assembler_name(t));
   response->mutable_limits()->set_max_module_bytes(m_limits.max_module_bytes);
