@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <httplib.h>
@@ -219,6 +220,81 @@ TEST_F(Tls, SlowTlsHandshakesHoldNoThreadAndAreCutOffAtTheirDeadline) {
   trickle.join();
   for (int fd : slow) ::close(fd);
   EXPECT_LT(fetch_ms(), 1000.0) << "still serving";
+}
+
+// Over TLS too, the token and its role are checked on a call's headers: a Compile of 64 MiB + 1
+// without a token, or from a reader, is refused before its message is read, and nothing else
+// reaches the caller (no reply, no metadata).
+class TlsTokens : public Tls {
+ protected:
+  static constexpr const char* k_read = "read-token-0123456789abcdef";
+  static constexpr const char* k_compile = "compile-token-0123456789abcdef";
+
+  void SetUp() override {
+    write_file(m_dir.path() / "tokens",
+               std::string("reader read ") + k_read + "\nbuilder compile " + k_compile + "\n");
+    std::filesystem::permissions(m_dir.path() / "tokens",
+                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    Tls::SetUp();
+  }
+  std::vector<std::string> daemon_args() const override {
+    auto args = Tls::daemon_args();
+    args.insert(args.end(), {"--tokens-file", (m_dir.path() / "tokens").string()});
+    return args;
+  }
+  Client as(const std::string& token) const {
+    ClientOptions o{m_daemon->address(), std::chrono::seconds(60)};
+    o.tls = true;
+    o.tls_ca_file = m_certs.path("ca.pem");
+    o.token = token;
+    return Client(o);
+  }
+};
+
+// A process's peak resident memory (VmHWM), in bytes.
+std::uint64_t peak_rss(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+TEST_F(TlsTokens, CallsWithoutTheRightTokenAreRefusedOnTheirHeaders) {
+  const v1::CompileRequest huge = device_request(std::string((64ULL << 20) + 1, 'x'), {"sm_90"});
+  std::uint64_t before = peak_rss(m_daemon->pid());
+  for (int i = 0; i < 4; ++i) {
+    auto anonymous = as("").compile(huge);
+    ASSERT_FALSE(anonymous);
+    EXPECT_EQ(anonymous.error().code, ErrorCode::k_unauthenticated) << anonymous.error().message;
+    auto reader = as(k_read).compile(huge);
+    ASSERT_FALSE(reader);
+    EXPECT_EQ(reader.error().code, ErrorCode::k_permission_denied) << reader.error().message;
+    EXPECT_EQ(reader.error().message, "Compile needs the compile role; client 'reader' has read");
+  }
+  std::uint64_t after = peak_rss(m_daemon->pid());
+  std::printf("kcached peak memory over TLS: %.0f MiB at rest, %.0f MiB after 8 refused 64 MiB Compiles\n",
+              before / 1048576.0, after / 1048576.0);
+  if (!k_asan_build) EXPECT_LT(after - before, 32ULL << 20) << "refused messages are never read";
+
+  // No reply and no metadata for a caller without a token.
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_file(m_certs.path("ca.pem"));
+  auto channel = grpc::CreateChannel(m_daemon->address(), grpc::SslCredentials(ssl));
+  grpc::ClientContext ctx;
+  v1::Capabilities caps;
+  grpc::Status refused = v1::KCache::NewStub(channel)->GetCapabilities(&ctx, {}, &caps);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(ctx.GetServerInitialMetadata().empty());
+  EXPECT_TRUE(caps.fingerprint().empty());
+
+  // Those with the right token are served; health stays open.
+  auto compiled = as(k_compile).compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_90"}));
+  EXPECT_TRUE(compiled) << compiled.error().message;
+  EXPECT_TRUE(as(k_read).capabilities());
+  grpc::health::v1::HealthCheckResponse health;
+  grpc::ClientContext health_ctx;
+  EXPECT_TRUE(grpc::health::v1::Health::NewStub(channel)->Check(&health_ctx, {}, &health).ok());
 }
 
 class MutualTls : public Tls {
