@@ -399,6 +399,18 @@ TEST_F(OversizedRequests, CallsWithoutTheRightTokenAreRefusedBeforeTheirMessageI
   std::string log = read_file(m_dir.path() / "kcached.log");
   EXPECT_NE(log.find("denied Compile to client 'reader'"), std::string::npos) << "denials are still logged by name";
 
+  // Refused calls reach no interceptor: the gate counts them, under the method's own labels.
+  ClientOptions admin{m_daemon->address(), std::chrono::seconds(60)};
+  admin.token = "admin-token-0123456789abcdef";
+  auto stats = Client(admin).stats();
+  ASSERT_TRUE(stats) << stats.error().message;
+  std::map<std::string, std::uint64_t> compiles;
+  for (const auto& r : stats->requests()) {
+    if (r.service() == "kcache.v1.KCache" && r.method() == "Compile") compiles[r.code()] += r.count();
+  }
+  EXPECT_EQ(compiles["UNAUTHENTICATED"], 2u * k_clients);
+  EXPECT_EQ(compiles["PERMISSION_DENIED"], static_cast<std::uint64_t>(k_clients));
+
   // Still serving: a reader may read, an admin may compile.
   ClientOptions reading{m_daemon->address(), std::chrono::seconds(60)};
   reading.token = k_reader;
