@@ -11,7 +11,6 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
-#include <grpcpp/security/server_credentials.h>
 
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
@@ -19,6 +18,7 @@
 #include "metrics.hpp"
 #include "service/http_api.hpp"
 #include "service/auth.hpp"
+#include "service/call_gate.hpp"
 #include "service/service.hpp"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
@@ -57,9 +57,9 @@ Expected<std::string> read_pem(const std::filesystem::path& path) {
   return text.str();
 }
 
-// TLS (mutual with a client CA) when a certificate is given; plaintext otherwise, which must be
-// asked for on any address but loopback.
-Expected<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const Config& config) {
+// The PEM text for TLS (mutual with a client CA) when a certificate is given; none (plaintext)
+// otherwise, which must be asked for on any address but loopback.
+Expected<ServerPem> server_pem(const Config& config) {
   if (config.tls_cert.empty()) {
     if (!is_loopback(config.listen) && !config.plaintext) {
       return make_error(ErrorCode::k_failed_precondition,
@@ -69,29 +69,29 @@ Expected<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const Conf
     if (!is_loopback(config.listen)) {
       spdlog::warn("serving {} in plaintext (--plaintext): traffic and tokens travel unencrypted", config.listen);
     }
-    return grpc::InsecureServerCredentials();
+    return ServerPem{};
   }
-  grpc::SslServerCredentialsOptions options;
+  ServerPem pem;
   auto cert = read_pem(config.tls_cert);
   if (!cert) return cert.error();
   auto key = read_pem(config.tls_key);
   if (!key) return key.error();
-  options.pem_key_cert_pairs.push_back({*key, *cert});
+  pem.cert = std::move(*cert);
+  pem.key = std::move(*key);
   if (!config.tls_client_ca.empty()) {
     auto ca = read_pem(config.tls_client_ca);
     if (!ca) return ca.error();
-    options.pem_root_certs = *ca;
-    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    pem.client_ca = std::move(*ca);
   }
-  return grpc::SslServerCredentials(options);
+  return pem;
 }
 
 }  // namespace
 
 Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::unique_ptr<Daemon> d(new Daemon());
-  auto credentials = server_credentials(config);
-  if (!credentials) return credentials.error();
+  auto pem = server_pem(config);
+  if (!pem) return pem.error();
   d->m_metrics = std::make_unique<Metrics>();
   d->m_auth = std::make_unique<Authenticator>();
   if (!config.tokens_file.empty()) {
@@ -144,12 +144,17 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  builder.AddListeningPort(config.listen, *credentials, &d->m_port);
+  // With tokens, every call's token and role are checked on its headers, before gRPC reads its
+  // message (service/call_gate.hpp); handlers check again to name the caller in the log.
+  std::shared_ptr<const CallGate> gate;
+  if (d->m_auth->enabled()) gate = std::make_shared<CallGate>(*d->m_auth, *d->m_metrics, config.reflection);
+  builder.AddListeningPort(config.listen, gated_server_credentials(*pem, std::move(gate)), &d->m_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX)));
-  // gRPC reads a whole request before any handler (or the token check) sees it: 64 unauthenticated
-  // 64 MiB Compiles took kcached to 5.4 GB. The quota bounds what its buffers may hold; past it,
-  // gRPC shrinks flow-control windows and cancels streams ("Buffers full", RESOURCE_EXHAUSTED)
-  // instead of reading on. Room for two of the largest messages at once.
+  // gRPC reads a whole request before any handler sees it (callers without the right token are
+  // refused on their headers first): 64 concurrent 64 MiB Compiles took kcached to 5.4 GB. The
+  // quota bounds what its buffers may hold; past it, gRPC shrinks flow-control windows and
+  // cancels streams ("Buffers full", RESOURCE_EXHAUSTED) instead of reading on. Room for two of
+  // the largest messages at once.
   grpc::ResourceQuota quota("kcached-grpc");
   quota.Resize(std::max<std::size_t>(k_min_grpc_memory, 2 * limits.max_message_bytes));
   builder.SetResourceQuota(quota);

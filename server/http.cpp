@@ -28,22 +28,12 @@
 #include <vector>
 
 #include "config.hpp"
+#include "http_request.hpp"
 
 namespace kcache::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Requests on one kept-alive connection before it is closed: a library client keeps its own.
-constexpr std::size_t k_max_requests_per_connection = 100000;
-
-// cpp-httplib's parser and router, without its listener: process_request is protected.
-class Router final : public httplib::Server {
- public:
-  // Parses one request from `stream`, routes it and writes the answer. False when the
-  // connection cannot go on; `close` is set when the request or `last` says to close it.
-  bool answer(httplib::Stream& stream, bool last, bool& close) { return process_request(stream, last, close, {}); }
-};
 
 struct Connection {
   int fd = -1;
@@ -79,61 +69,16 @@ void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
   ip = text;
 }
 
-// Where the header block of the request at the start of `in` ends (after its blank line), or 0
-// while it is incomplete.
-std::size_t header_end(const std::string& in) {
-  auto pos = in.find("\r\n\r\n");
-  return pos == std::string::npos ? 0 : pos + 4;
-}
-
-// Why the request whose headers are in[0, end) cannot be answered, as a status and a message;
-// 0 when it can. Every route is a GET: a body (Content-Length above 0, any Transfer-Encoding) is
-// refused before a byte of it is read.
-std::pair<int, std::string> request_problem(std::string_view headers) {
-  std::size_t line = headers.find("\r\n");
-  while (line != std::string_view::npos && line + 2 < headers.size()) {
-    std::size_t next = headers.find("\r\n", line + 2);
-    std::string_view field = headers.substr(line + 2, next - line - 2);
-    line = next;
-    auto colon = field.find(':');
-    if (colon == std::string_view::npos) continue;
-    std::string name(field.substr(0, colon));
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    std::string_view value = field.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    if (name == "transfer-encoding" || (name == "content-length" && value.find_first_not_of('0') != std::string_view::npos)) {
-      return {413, "this API takes GET requests without a body"};
-    }
-  }
-  return {0, {}};
-}
-
-std::string canned_answer(int status, const std::string& reason, const std::string& message) {
-  return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: text/plain; charset=utf-8\r\n" +
-         "Content-Length: " + std::to_string(message.size() + 1) + "\r\nConnection: close\r\n\r\n" + message + "\n";
-}
-
-// A request for cpp-httplib's parser: reads end where the request's headers end (so a pipelined
-// request stays for the next round), writes go to the socket under the answer's deadline.
-class RequestStream final : public httplib::Stream {
+// Answers go to the connection's socket (through TLS when it has it), each within its own
+// deadline from start_answer(): a pool thread waits for a slow reader no longer than that.
+class SocketSink final : public AnswerSink {
  public:
-  RequestStream(Connection& c, std::size_t end, Clock::time_point write_deadline)
-      : m_c(c), m_end(end), m_write_deadline(write_deadline) {}
+  SocketSink(Connection& c, std::chrono::milliseconds write_time) : m_c(c), m_write_time(write_time) {}
 
-  bool failed() const { return m_failed; }
-
-  bool is_readable() const override { return m_pos < m_end; }
-  bool is_writable() const override { return !m_failed; }
-  ssize_t read(char* ptr, size_t size) override {
-    std::size_t n = std::min(size, m_end - m_pos);
-    std::memcpy(ptr, m_c.in.data() + m_pos, n);
-    m_pos += n;
-    return static_cast<ssize_t>(n);
-  }
-  ssize_t write(const char* ptr, size_t size) override {
+  void start_answer() override { m_deadline = Clock::now() + m_write_time; }
+  bool write(const char* ptr, std::size_t size) override {
     std::size_t done = 0;
-    while (done < size && !m_failed) {
+    while (done < size) {
       short wait = 0;
       if (m_c.ssl != nullptr) {
         int n = SSL_write(m_c.ssl, ptr + done, static_cast<int>(std::min<std::size_t>(size - done, INT32_MAX)));
@@ -153,33 +98,22 @@ class RequestStream final : public httplib::Stream {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) wait = POLLOUT;
         else if (n < 0 && errno == EINTR) continue;
       }
-      if (wait == 0 || !await(wait)) m_failed = true;
+      if (wait == 0 || !await(wait)) return false;
     }
-    return m_failed ? -1 : static_cast<ssize_t>(size);
+    return true;
   }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    ip = m_c.peer_ip;
-    port = m_c.peer_port;
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    ip = m_c.local_ip;
-    port = m_c.local_port;
-  }
-  socket_t socket() const override { return m_c.fd; }
 
  private:
   bool await(short events) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(m_write_deadline - Clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(m_deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{m_c.fd, events, 0};
     int r = ::poll(&p, 1, static_cast<int>(left));
     return r > 0 && (p.revents & (POLLERR | POLLNVAL)) == 0;
   }
   Connection& m_c;
-  std::size_t m_pos = 0;
-  const std::size_t m_end;
-  const Clock::time_point m_write_deadline;
-  bool m_failed = false;
+  const std::chrono::milliseconds m_write_time;
+  Clock::time_point m_deadline = Clock::now();
 };
 
 }  // namespace
@@ -506,22 +440,14 @@ void HttpListener::Impl::on_event(Connection& c) {
     }
     c.in.append(buffer, static_cast<std::size_t>(n));
   }
-  std::size_t end = header_end(c.in);
-  if (end == 0) {
+  Verdict verdict = judge_request(c.in, m_limits.max_header_bytes);
+  if (verdict.next == Verdict::wait) {
     if (closed) return drop();
-    if (c.in.size() > m_limits.max_header_bytes) {
-      std::unique_ptr<Connection> owned = std::move(m_waiting.at(fd));
-      forget(fd);
-      return close_with(std::move(owned), 431, "Request Header Fields Too Large",
-                        "the request's headers pass " + std::to_string(m_limits.max_header_bytes) + " bytes");
-    }
     return;
   }
   std::unique_ptr<Connection> owned = std::move(m_waiting.at(fd));
   forget(fd);
-  if (auto [status, message] = request_problem(std::string_view(owned->in).substr(0, end)); status != 0) {
-    return close_with(std::move(owned), status, "Payload Too Large", message);
-  }
+  if (verdict.next == Verdict::refuse) return close_with(std::move(owned), verdict.status, verdict.reason, verdict.message);
   {
     std::lock_guard lock(m_mutex);
     m_busy.insert(fd);
@@ -561,20 +487,9 @@ void HttpListener::Impl::answer_all(std::unique_ptr<Connection> c) {
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(m_wake_fd, &one, sizeof one);
   };
-  // Pipelined requests are answered in order, each with its own write deadline.
-  for (std::size_t end = header_end(c->in); end != 0; end = header_end(c->in)) {
-    RequestStream stream(*c, end, Clock::now() + m_limits.write_time);
-    if (auto [status, message] = request_problem(std::string_view(c->in).substr(0, end)); status != 0) {
-      std::string answer = canned_answer(status, "Payload Too Large", message);
-      stream.write(answer.data(), answer.size());
-      return finish(false);
-    }
-    bool close = false;
-    bool last = ++c->answered >= k_max_requests_per_connection;
-    bool ok = m_router.answer(stream, last, close);
-    c->in.erase(0, end);
-    if (!ok || close || last || stream.failed()) return finish(false);
-  }
+  SocketSink sink(*c, m_limits.write_time);
+  Endpoints ends{c->peer_ip, c->local_ip, c->peer_port, c->local_port, c->fd};
+  if (!answer_requests(m_router, c->in, c->answered, ends, sink)) return finish(false);
   c->request_started = !c->in.empty();
   c->deadline = Clock::now() + (c->request_started ? m_limits.request_time : m_limits.idle_time);
   finish(true);

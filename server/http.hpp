@@ -10,7 +10,7 @@
 // reads every connection's TLS handshake and request headers without blocking, under a deadline
 // for the whole request; only a complete request, with no body, goes to a small pool of threads,
 // which hands it to cpp-httplib's parser and router (Server::process_request) through a stream
-// that ends where the request ends. A request that is not complete within its deadline, or too
+// that ends where the request ends (http_request.hpp: that part, without sockets, for the fuzzer). A request that is not complete within its deadline, or too
 // large, or carries a body (every route is a GET), is answered and closed by the event thread.
 // Waiting connections cost a file descriptor and a buffer, never a thread.
 #pragma once

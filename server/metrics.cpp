@@ -51,19 +51,24 @@ class CountingInterceptor final : public grpc::experimental::Interceptor {
   std::string m_service, m_method;
 };
 
+// The (service, method) labels of a call to `path` ("/kcache.v1.KCache/Compile"). Anyone may
+// call any name, token or not: a name becomes a label only if it is a method this binary knows,
+// so the label set (and /metrics, and GetStats) stays bounded.
+std::pair<std::string, std::string> labels_of(std::string_view path) {
+  auto slash = path.rfind('/');
+  std::string service(slash == std::string_view::npos || slash == 0 ? "" : path.substr(1, slash - 1));
+  std::string method(path.substr(slash == std::string_view::npos ? 0 : slash + 1));
+  if (service.empty() || google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(service + "." + method) == nullptr) {
+    return {k_unknown_method, k_unknown_method};
+  }
+  return {service, method};
+}
+
 class CountingFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit CountingFactory(Metrics& metrics) : m_metrics(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
-    std::string full = info->method() ? info->method() : "";  // "/kcache.v1.KCache/Compile"
-    auto slash = full.rfind('/');
-    std::string service = slash == std::string::npos || slash == 0 ? "" : full.substr(1, slash - 1);
-    std::string method = full.substr(slash == std::string::npos ? 0 : slash + 1);
-    // Anyone may call any name, token or not: a name becomes a label only if it is a method this
-    // binary knows, so the label set (and /metrics, and GetStats) stays bounded.
-    if (service.empty() || google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(service + "." + method) == nullptr) {
-      service = method = k_unknown_method;
-    }
+    auto [service, method] = labels_of(info->method() ? info->method() : "");
     return new CountingInterceptor(m_metrics, std::move(service), std::move(method));
   }
 
@@ -96,6 +101,11 @@ bool is_gauge(const std::string& field) {
 void Metrics::count_request(const std::string& service, const std::string& method, int code) {
   std::lock_guard lock(m_mutex);
   ++m_requests[{service, method, code}];
+}
+
+void Metrics::count_call(std::string_view path, int code) {
+  auto [service, method] = labels_of(path);
+  count_request(service, method, code);
 }
 
 void Metrics::observe_compile(double seconds) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -33,6 +34,9 @@ class Metrics {
                                                               0.5,   1,    2.5,   5,    10,  60};
 
   void count_request(const std::string& service, const std::string& method, int code);
+  // The same for a gRPC call to `path` ("/kcache.v1.KCache/Compile") that no interceptor sees (one
+  // refused on its headers); a method no service here defines counts as "unknown".
+  void count_call(std::string_view path, int code);
   void observe_compile(double seconds);
 
   // Fills the request counts and the histogram into `stats` (kcache stats shows them).

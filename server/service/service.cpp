@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 
 #include "kcache/key.hpp"
 #include "image_proto.hpp"
@@ -75,9 +76,21 @@ int CallTracker::drain(std::chrono::steady_clock::time_point deadline) {
   return m_active;
 }
 
-Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContextBase& context, Role needed,
-                                                  const char* method, std::string* client) {
-  if (auto allowed = m_auth.check(context, needed, method, client); !allowed) return allowed.error();
+std::optional<Role> KCacheService::role_needed(std::string_view method) {
+  static const std::map<std::string_view, Role> k_roles = {
+      {"Compile", Role::compile}, {"Fetch", Role::read},   {"Lookup", Role::read}, {"GetCapabilities", Role::read},
+      {"GetStats", Role::read},   {"Verify", Role::admin}, {"Evict", Role::admin}, {"Purge", Role::admin}};
+  auto it = k_roles.find(method);
+  if (it == k_roles.end()) return std::nullopt;
+  return it->second;
+}
+
+Expected<CallTracker::Guard> KCacheService::admit(const grpc::ServerContextBase& context, const char* method,
+                                                  std::string* client) {
+  // Every handler names its own method, so a missing entry is a bug: refuse rather than allow.
+  auto needed = role_needed(method);
+  if (!needed) return make_error(ErrorCode::k_internal, std::string("no role defined for ") + method);
+  if (auto allowed = m_auth.check(context, *needed, method, client); !allowed) return allowed.error();
   return enter();
 }
 
@@ -301,7 +314,7 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
 grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
                                     v1::CompileResponse* response) {
   auto start = Clock::now();
-  auto call = admit(*context, Role::compile, "Compile");
+  auto call = admit(*context, "Compile");
   if (!call) return wire::to_status(call.error());
   std::string key_hex;
   auto outcome = compile(*request, *response, key_hex);
@@ -378,7 +391,7 @@ class KCacheService::FetchReactor final : public grpc::ServerWriteReactor<v1::Fe
  public:
   FetchReactor(KCacheService& service, grpc::CallbackServerContext* context, const v1::FetchRequest& request)
       : m_service(service), m_key(request.key()), m_arch(request.arch()) {
-    auto call = service.admit(*context, Role::read, "Fetch");
+    auto call = service.admit(*context, "Fetch");
     if (!call) {
       Finish(wire::to_status(call.error()));
       return;
@@ -456,7 +469,7 @@ Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std:
 
 grpc::Status KCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
                                    v1::LookupResponse* response) {
-  auto call = admit(*context, Role::read, "Lookup");
+  auto call = admit(*context, "Lookup");
   if (!call) return wire::to_status(call.error());
   if (static_cast<std::uint32_t>(request->keys_size()) > m_limits.max_lookup_keys) {
     return wire::to_status(make_error(ErrorCode::k_invalid_argument,
@@ -479,7 +492,7 @@ grpc::Status KCacheService::Lookup(grpc::ServerContext* context, const v1::Looku
 
 grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const v1::GetCapabilitiesRequest*,
                                             v1::Capabilities* response) {
-  auto call = admit(*context, Role::read, "GetCapabilities");
+  auto call = admit(*context, "GetCapabilities");
   if (!call) return wire::to_status(call.error());
   const Toolchain& t = m_compiler.toolchain();
   response->set_fingerprint(to_hex(t.fingerprint));
@@ -536,7 +549,7 @@ v1::Stats KCacheService::snapshot() const {
 }
 
 grpc::Status KCacheService::GetStats(grpc::ServerContext* context, const v1::GetStatsRequest*, v1::Stats* response) {
-  auto call = admit(*context, Role::read, "GetStats");
+  auto call = admit(*context, "GetStats");
   if (!call) return wire::to_status(call.error());
   *response = snapshot();
   return grpc::Status::OK;
@@ -544,7 +557,7 @@ grpc::Status KCacheService::GetStats(grpc::ServerContext* context, const v1::Get
 
 grpc::Status KCacheService::Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                                    v1::VerifyResponse* response) {
-  auto call = admit(*context, Role::admin, "Verify");
+  auto call = admit(*context, "Verify");
   if (!call) return wire::to_status(call.error());
   auto report = m_store.verify(request->repair());
   if (!report) return wire::to_status(report.error());
@@ -567,7 +580,7 @@ grpc::Status KCacheService::Verify(grpc::ServerContext* context, const v1::Verif
 grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                   v1::EvictResponse* response) {
   std::string client;
-  auto call = admit(*context, Role::admin, "Evict", &client);
+  auto call = admit(*context, "Evict", &client);
   if (!call) return wire::to_status(call.error());
   Side side = wire::from_proto(request->side());
   std::uint64_t evicted = 0;
@@ -592,7 +605,7 @@ grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictR
 grpc::Status KCacheService::Purge(grpc::ServerContext* context, const v1::PurgeRequest*,
                                   v1::PurgeResponse* response) {
   std::string client;
-  auto call = admit(*context, Role::admin, "Purge", &client);
+  auto call = admit(*context, "Purge", &client);
   if (!call) return wire::to_status(call.error());
   auto evicted = m_store.evict(0);
   if (!evicted) return wire::to_status(evicted.error());

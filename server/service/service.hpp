@@ -104,6 +104,10 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   grpc::Status Purge(grpc::ServerContext* context, const v1::PurgeRequest* request,
                      v1::PurgeResponse* response) override;
 
+  // The role a KCache method ("Compile") needs; none for a name the service does not define.
+  // The handlers' admission and the check on a call's headers (call_gate.hpp) both read it.
+  static std::optional<Role> role_needed(std::string_view method);
+
   // For the HTTP API: whether a call carrying `authorization` ("Bearer TOKEN" or empty) from
   // `peer` may read, as for a gRPC call.
   Expected<void> authorize_read(std::string_view authorization, const std::string& peer, const char* method) const {
@@ -132,10 +136,11 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   int drain(std::chrono::steady_clock::time_point deadline) { return m_calls.drain(deadline); }
 
  private:
-  // Admits a call: a guard that keeps it counted for the drain, or the status to return
-  // (shutting down, no or unknown token, a role that falls short).
+  // Admits a call to `method` (with the role role_needed says): a guard that keeps it counted
+  // for the drain, or the status to return (shutting down, no or unknown token, a role that
+  // falls short; the gate on the headers refuses those first, this names the caller).
   // `client`, if given, gets who was admitted (for the log).
-  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, Role needed, const char* method,
+  Expected<CallTracker::Guard> admit(const grpc::ServerContextBase& context, const char* method,
                                      std::string* client = nullptr);
 
   // Admits a call already authorized (the HTTP API checks tokens itself): the drain's guard, or
