@@ -23,6 +23,8 @@ int exit_code_for(const Error& e) {
 }
 
 void GlobalFlags::add_to(CLI::App& app) {
+  // Subcommands added after this take the global flags too: `kcache compile x.ll --json`.
+  app.fallthrough();
   app.add_option("--server", server, "kcached address HOST:PORT");
   app.add_flag("--json", json, "Print one JSON object on stdout");
   app.add_option("--timeout", timeout_s, "Seconds to wait for each call")->capture_default_str();

@@ -127,6 +127,31 @@ TEST_F(Cli, ServerComesFromTheEnvironmentWhenNotGiven) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// Global flags go before or after the subcommand (they once had to come first: exit 2).
+TEST_F(Cli, GlobalFlagsWorkBeforeOrAfterTheSubcommand) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll", token = m_dir.path() / "token";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  write_file(token, "some-token\n");  // this daemon checks no token: any is accepted
+  const std::string server = m_daemon->address();
+
+  auto compile = run_cli({"compile", src.string(), "--arch", "sm_90", "--json", "--server", server, "--timeout", "60"}, "");
+  ASSERT_EQ(compile.exit_code, 0) << compile.err;
+  EXPECT_EQ(parse_json(compile)["outcome"], "miss");
+  auto stats = run_cli({"stats", "--json", "--token-file", token.string(), "--server", server}, "");
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(parse_json(stats)["misses"], 1);
+  // The cached compile (kcache's own HTTP path) takes them after the subcommand too.
+  auto hit = run_cli({"compile", src.string(), "--server", server, "--arch", "sm_90", "--timeout", "60"}, "");
+  ASSERT_EQ(hit.exit_code, 0) << hit.err;
+  EXPECT_TRUE(hit.out.starts_with("hit  ")) << hit.out;
+  auto mixed = run_cli({"--json", "lookup", parse_json(compile)["key"], "--server", server}, "");
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+  EXPECT_EQ(parse_json(mixed)["results"][0]["found"], true);
+  // A TLS flag after the subcommand is taken as one: TLS to a plaintext daemon cannot connect.
+  auto tls = run_cli({"stats", "--tls", "--server", server, "--timeout", "5"}, "");
+  EXPECT_EQ(tls.exit_code, 5) << tls.err;
+}
+
 }  // namespace
 }  // namespace kcache::test
 
