@@ -230,12 +230,18 @@ host_runtime = "stub"
       {"archs = [\"sm_90\"]\n", "manifest modules: missing (it is required)"},
       {"[[modules]\npath = \"a.ll\"\n", "manifest is not valid TOML: line 1"},
       {"[modules]\npath = \"a.ll\"\n", "manifest modules: expected an array, got an object"},
+      {"[[modules]]\npath = \"mod\xc3\xa8le.ll\"\n", "manifest is not ASCII at line 2, column 12"},
+      {"[[modules]]\npath = \"a.ll\"\n\xca\xa6\n", "manifest is not ASCII at line 3, column 1"},
+      {"[[[1]]]\n", "manifest is not valid TOML"},  // toml++ 3.3 once broke its own assumption here
   };
   for (const Case& c : cases) {
     auto m = parse_manifest(c.text, ManifestSyntax::toml);
     ASSERT_FALSE(m) << c.text;
     EXPECT_NE(m.error().message.find(c.message), std::string::npos) << c.text << "\n  got: " << m.error().message;
   }
+  auto escaped = parse_manifest("[[modules]]\npath = \"mod\\u00e8le.ll\"\n", ManifestSyntax::toml);
+  ASSERT_TRUE(escaped) << escaped.error().message;
+  EXPECT_EQ(escaped->modules[0].path, "mod\xc3\xa8le.ll");
   EXPECT_EQ(manifest_syntax_of("dir/m.toml"), ManifestSyntax::toml);
   EXPECT_EQ(manifest_syntax_of("dir/m.json"), ManifestSyntax::json);
 }
