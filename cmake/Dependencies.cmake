@@ -27,6 +27,13 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET nettle)  # SHA-256 (common/src/sha256.cpp)
+# toml++ reads TOML manifests (client/src/manifest.cpp). Debian's pkg-config file asks for its
+# shared library (TOML_HEADER_ONLY=0); it is used header-only instead, in that one file, so
+# neither kcache-grpc nor the runtime image needs libtomlplusplus3.
+pkg_check_modules(TOMLPLUSPLUS REQUIRED tomlplusplus>=3)
+add_library(kcache_tomlplusplus INTERFACE)
+target_include_directories(kcache_tomlplusplus SYSTEM INTERFACE ${TOMLPLUSPLUS_INCLUDE_DIRS})
+target_compile_definitions(kcache_tomlplusplus INTERFACE TOML_HEADER_ONLY=1 TOML_ENABLE_FORMATTERS=0)
 
 # The CUDA toolkit is optional: kcached finds ptxas at run time; the build only records a default.
 set(KCACHE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root searched at run time by default")

@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   llvm-22-dev clang-22 lld-22
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librocksdb-dev libspdlog-dev libfmt-dev libssl-dev nettle-dev libcli11-dev nlohmann-json3-dev
+  librocksdb-dev libspdlog-dev libfmt-dev libssl-dev nettle-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-yaml systemd
   libclang-rt-22-dev openssl libcpp-httplib-dev

@@ -1,6 +1,10 @@
 #include "cli_common.hpp"
 
+#include "kcache/file_names.hpp"
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,6 +27,8 @@ int exit_code_for(const Error& e) {
 }
 
 void GlobalFlags::add_to(CLI::App& app) {
+  // Subcommands added after this take the global flags too: `kcache compile x.ll --json`.
+  app.fallthrough();
   app.add_option("--server", server, "kcached address HOST:PORT");
   app.add_flag("--json", json, "Print one JSON object on stdout");
   app.add_option("--timeout", timeout_s, "Seconds to wait for each call")->capture_default_str();
@@ -112,17 +118,33 @@ void fail(const Error& e) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(k_exit_usage, "cannot read " + path + ": it is a folder");
   std::ifstream f(path, std::ios::binary);
-  if (!f) fail(k_exit_usage, "cannot read " + path);
+  if (!f) fail(k_exit_usage, "cannot read " + path + ": " + std::strerror(errno));
   std::ostringstream s;
   s << f.rdbuf();
+  if (f.bad()) fail(k_exit_usage, "cannot read " + path + ": " + std::strerror(errno));
   return s.str();
 }
 
 void write_file(const std::filesystem::path& path, std::string_view data) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) fail(k_exit_error, "cannot write " + path.string() + ": " + std::strerror(errno));
   f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!f) fail(k_exit_error, "cannot write " + path.string());
+  f.close();
+  if (!f) fail(k_exit_error, "cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+void make_directories(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(k_exit_error, "cannot create the folder " + dir.string() + ": " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) fail(k_exit_error, "cannot write into " + dir.string() + ": not a folder");
+}
+
+void check_file_name(std::string_view what, std::string_view part) {
+  if (auto ok = check_file_name_part(what, part); !ok) fail(k_exit_error, ok.error().message);
 }
 
 std::vector<std::string> write_images(const OutputFlags& out, const std::vector<ImageLine>& images,
@@ -135,7 +157,9 @@ std::vector<std::string> write_images(const OutputFlags& out, const std::vector<
     write_file(out.out_file, data[0]);
     paths[0] = out.out_file;
   } else if (!out.out_dir.empty()) {
-    std::filesystem::create_directories(out.out_dir);
+    // Names come from the daemon's reply: each must be a plain name, checked before any is written.
+    for (const ImageLine& im : images) check_file_name("the daemon's image arch", im.arch);
+    make_directories(out.out_dir);
     for (std::size_t i = 0; i < images.size(); ++i) {
       std::filesystem::path p =
           std::filesystem::path(out.out_dir) / (images[i].arch + "." + std::string(kind_extension(images[i].kind)));

@@ -20,9 +20,9 @@ namespace kcache::cli {
 // Exit codes, documented in --help; scripts rely on them.
 enum ExitCode : int {
   k_exit_ok = 0,
-  k_exit_error = 1,        // anything else (internal errors, I/O)
-  k_exit_usage = 2,        // bad command line
-  k_exit_bad_input = 3,    // the daemon refused the input (INVALID_ARGUMENT, FAILED_PRECONDITION, ...)
+  k_exit_error = 1,        // anything else (internal errors, writing files, a reply naming an unsafe file)
+  k_exit_usage = 2,        // bad command line, an unreadable input file, a bad manifest
+  k_exit_bad_input = 3,    // the daemon refused the input (INVALID_ARGUMENT, ...), or a bad bundle
   k_exit_not_found = 4,    // key or image not stored
   k_exit_unavailable = 5,  // daemon unreachable or too slow
   k_exit_denied = 6,       // no or unknown token (UNAUTHENTICATED), or a role that falls short
@@ -93,8 +93,14 @@ struct Failure {
 [[noreturn]] void fail(int code, std::string message);
 [[noreturn]] void fail(const Error& e);
 
+// Every file-system failure is a Failure naming the path: reading exits k_exit_usage (the
+// user named it), writing k_exit_error.
 std::string read_file(const std::string& path);
 void write_file(const std::filesystem::path& path, std::string_view data);
+// Creates `dir` and its parents; fails unless it then is a folder.
+void make_directories(const std::filesystem::path& dir);
+// Fails (k_exit_error) unless `part`, a value from a daemon or an index, is a safe file name part.
+void check_file_name(std::string_view what, std::string_view part);
 
 // One image as the table shows it.
 struct ImageLine {

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -24,6 +26,9 @@ namespace {
 
 using namespace kcache;
 using namespace kcache::cli;
+
+// How long the fast path waits to connect, and then for each read or write, before it hands over.
+constexpr std::chrono::milliseconds k_fast_path_timeout{1000};
 
 // The exit code of a compile answered from the cache, or nullopt to hand over.
 std::optional<int> cached_compile(int argc, char** argv) {
@@ -69,8 +74,10 @@ std::optional<int> cached_compile(int argc, char** argv) {
   }
   Key key = compute_key(spec, input.views(), *fingerprint);
 
-  auto http = HttpConnection::open(server_host(server), static_cast<int>(state->http_port),
-                                   std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000)));
+  // Its own short limit, not --timeout: a daemon whose HTTP side is slow or wedged costs a second,
+  // then the gRPC path answers within --timeout.
+  auto limit = std::min(k_fast_path_timeout, std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000)));
+  auto http = HttpConnection::open(server_host(server), static_cast<int>(state->http_port), limit);
   if (!http) return std::nullopt;
   std::vector<std::pair<std::string, std::string>> headers;
   if (!token->empty()) headers.emplace_back("Authorization", "Bearer " + *token);
@@ -113,7 +120,12 @@ std::optional<int> cached_compile(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::optional<int> code = cached_compile(argc, argv)) return *code;
+  try {
+    if (std::optional<int> code = cached_compile(argc, argv)) return *code;
+  } catch (const std::exception&) {
+    // Not an expected failure (those are Failures, answered above): kcache-grpc does it again
+    // and says what is wrong.
+  }
   std::error_code ec;
   std::filesystem::path full = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kcache-grpc";
   ::execv(full.c_str(), argv);

@@ -18,6 +18,7 @@
 #include "cli_common.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
+#include "kcache/manifest.hpp"
 #include "wire/wire.hpp"
 
 namespace {
@@ -246,43 +247,35 @@ int run_key(kcache::Client& client, const GlobalFlags& g, const JobFlags& job) {
   return k_exit_ok;
 }
 
-// The job flags of one manifest module (JSON), paths relative to the manifest's folder.
-JobFlags job_from_manifest(const json& m, const std::filesystem::path& base, const std::vector<std::string>& archs) {
+// The job flags of one checked manifest module, paths relative to the manifest's folder.
+JobFlags job_from_manifest(const kcache::ManifestModule& m, const std::filesystem::path& base,
+                           const std::vector<std::string>& archs) {
   JobFlags f;
-  if (!m.contains("path")) fail(k_exit_usage, "manifest: a module without \"path\"");
-  f.files = {(base / m["path"].get<std::string>()).string()};
-  // "link": more modules linked with "path" into one image per arch (relocatable device code).
-  for (const std::string& linked : m.value("link", std::vector<std::string>{})) f.files.push_back((base / linked).string());
-  f.side = m.value("side", "device");
-  f.format = m.value("format", "");
-  f.target = m.value("target", "");
-  f.opt_level = m.value("opt_level", 2u);
-  f.debug = m.value("debug", false);
-  f.lineinfo = m.value("lineinfo", false);
-  f.fast_math = m.value("fast_math", false);
-  f.entries = m.value("entry_points", std::vector<std::string>{});
-  f.cpu = m.value("cpu", "");
-  f.guard = m.value("host_runtime", "reject");
-  f.emit = m.value("emit", std::vector<std::string>{});
-  if (f.side == "device") f.archs = archs;
+  f.files = {(base / m.path).string()};
+  for (const std::string& linked : m.link) f.files.push_back((base / linked).string());
+  f.side = kcache::side_name(m.side);
+  f.format = m.format ? std::string(kcache::format_name(*m.format)) : "";
+  f.target = m.target;
+  f.opt_level = m.opt_level;
+  f.debug = m.debug;
+  f.lineinfo = m.lineinfo;
+  f.fast_math = m.fast_math;
+  f.entries = m.entry_points;
+  f.cpu = m.cpu;
+  f.guard = m.host_runtime == kcache::HostGuard::stub ? "stub" : "reject";
+  for (kcache::ImageKind kind : m.emit) f.emit.emplace_back(kcache::kind_name(kind));
+  if (m.side == kcache::Side::device) f.archs = archs;
   return f;
 }
 
 int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::string& manifest_path,
                    std::vector<std::string> archs, const std::string& out, unsigned jobs) {
-  json manifest;
-  try {
-    std::ifstream f(manifest_path);
-    if (!f) fail(k_exit_usage, "cannot read " + manifest_path);
-    manifest = json::parse(f);
-  } catch (const json::exception& e) {
-    fail(k_exit_usage, manifest_path + " is not valid JSON: " + e.what());
-  }
-  if (archs.empty()) archs = manifest.value("archs", std::vector<std::string>{});
-  const json& modules = manifest.value("modules", json::array());
-  if (modules.empty()) fail(k_exit_usage, manifest_path + " lists no modules");
+  auto manifest = kcache::parse_manifest(read_file(manifest_path), kcache::manifest_syntax_of(manifest_path));
+  if (!manifest) fail(k_exit_usage, manifest_path + ": " + manifest.error().message);
+  if (archs.empty()) archs = manifest->archs;
+  const std::vector<kcache::ManifestModule>& modules = manifest->modules;
   std::filesystem::path base = std::filesystem::path(manifest_path).parent_path();
-  std::filesystem::create_directories(std::filesystem::path(out) / "images");
+  make_directories(std::filesystem::path(out) / "images");
   auto caps = client.capabilities();
   if (!caps) fail(caps.error());
 
@@ -293,7 +286,7 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
   bool tty = isatty(STDERR_FILENO) != 0;
   auto work = [&] {
     for (std::size_t i = next++; i < modules.size(); i = next++) {
-      std::string name = modules[i].value("path", "?");
+      const std::string& name = modules[i].path;
       try {
         JobFlags flags = job_from_manifest(modules[i], base, archs);
         auto response = client.compile(build_request(flags));
@@ -301,7 +294,10 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
         kcache::BundleEntry& e = entries[i];
         e.module = name;
         e.key = response->key();
-        e.side = *kcache::parse_side(flags.side);
+        e.side = modules[i].side;
+        // The bundle's file names come from the daemon's reply: plain names only.
+        check_file_name("the daemon's key", e.key);
+        for (const v1::Image& im : response->images()) check_file_name("the daemon's image arch", im.arch());
         for (const v1::Image& im : response->images()) {
           std::string file = "images/" + e.key + "." + im.arch() + "." + ext_text(im.kind());
           write_file(std::filesystem::path(out) / file, im.data());
@@ -311,6 +307,8 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
         }
       } catch (const Failure& f) {
         errors[i] = f.message;
+      } catch (const std::exception& e) {  // nothing may leave a thread: that would abort
+        errors[i] = std::string("internal error: ") + e.what();
       }
       std::size_t n = ++done;
       std::lock_guard lock(print_mutex);
@@ -333,7 +331,7 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
   for (std::size_t i = 0; i < modules.size(); ++i) {
     if (!errors[i].empty()) {
       ++failed;
-      std::fprintf(stderr, "kcache: %s: %s\n", modules[i].value("path", "?").c_str(), errors[i].c_str());
+      std::fprintf(stderr, "kcache: %s: %s\n", modules[i].path.c_str(), errors[i].c_str());
     }
     images += entries[i].images.size();
   }
@@ -451,6 +449,19 @@ int run_purge(kcache::Client& client, const GlobalFlags& g) {
   return k_exit_ok;
 }
 
+// Prints a failure (stderr, and the JSON object with --json); returns its exit code.
+int report_failure(const GlobalFlags& g, const Failure& f) {
+  if (g.json) {
+    json j = {{"error", f.message}, {"exit_code", f.code}};
+    if (!f.report.empty()) j["report"] = f.report;
+    // Messages can quote bytes from files and replies: invalid UTF-8 is replaced, never thrown.
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+  }
+  std::fprintf(stderr, "kcache: %s\n", f.message.c_str());
+  for (const std::string& line : f.report) std::fprintf(stderr, "  %s\n", line.c_str());
+  return f.code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -489,8 +500,9 @@ int main(int argc, char** argv) {
   std::string manifest, bundle_out;
   std::vector<std::string> precompile_archs;
   unsigned precompile_jobs = 4;
-  auto* precompile = app.add_subcommand("precompile", "Compile every module of a JSON manifest into a bundle");
-  precompile->add_option("MANIFEST", manifest, "JSON: {\"archs\": [...], \"modules\": [{\"path\": ..., options}]}")
+  auto* precompile = app.add_subcommand("precompile", "Compile every module of a manifest (JSON or TOML) into a bundle");
+  precompile->add_option("MANIFEST", manifest,
+                         "JSON: {\"archs\": [...], \"modules\": [{\"path\": ..., options}]}, or the same in a .toml file")
       ->required();
   precompile->add_option("--arch", precompile_archs, "GPU archs, comma-separated (default: the manifest's)")
       ->delimiter(',');
@@ -560,14 +572,10 @@ int main(int argc, char** argv) {
     if (*purge) return run_purge(client, g);
     if (*bundle_fetch) return run_bundle_fetch(g, bundle_dir, bundle_key, bundle_arch, bundle_kind, bundle_fetch_out);
   } catch (const Failure& f) {
-    if (g.json) {
-      json j = {{"error", f.message}, {"exit_code", f.code}};
-      if (!f.report.empty()) j["report"] = f.report;
-      std::cout << j.dump() << '\n';
-    }
-    std::fprintf(stderr, "kcache: %s\n", f.message.c_str());
-    for (const std::string& line : f.report) std::fprintf(stderr, "  %s\n", line.c_str());
-    return f.code;
+    return report_failure(g, f);
+  } catch (const std::exception& e) {
+    // Every expected failure is a Failure; anything else is a bug, still reported, never an abort.
+    return report_failure(g, Failure{k_exit_error, std::string("internal error: ") + e.what(), {}});
   }
   return k_exit_usage;
 }

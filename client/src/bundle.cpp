@@ -3,10 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "json_fields.hpp"
+#include "kcache/file_names.hpp"
 #include "kcache/select.hpp"
 #include "kcache/sha256.hpp"
 
@@ -39,6 +42,11 @@ Expected<void> write_bundle_index(const std::filesystem::path& dir, const Bundle
 
 namespace {
 
+using namespace json_fields;
+
+constexpr std::string_view k_sides = "\"device\", \"host\"";
+constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"obj\"";
+
 // Image files of a bundle are images/NAME, as `kcache precompile` writes them: no other folder,
 // no "..", no NUL, so an index can never name a file outside the bundle.
 bool is_bundle_image_path(const std::string& file) {
@@ -49,43 +57,99 @@ bool is_bundle_image_path(const std::string& file) {
          name.find('\0') == std::string_view::npos && name.find("..") == std::string_view::npos;
 }
 
+BundleImage image_from(const json& im, const std::string& at, Side side) {
+  require_object(im, at, std::nullopt);
+  BundleImage out;
+  out.id.arch = string_value(required(im, at, "arch"), child(at, "arch"), true, k_max_file_name_part);
+  bool arch_ok = side == Side::device ? parse_sm_arch(out.id.arch).has_value() : is_safe_file_name_part(out.id.arch);
+  if (!arch_ok) {
+    expected(child(at, "arch"), side == Side::device ? "an SM arch such as \"sm_90\"" : "a CPU arch such as \"x86_64\"",
+             im.at("arch"));
+  }
+  out.id.kind = enum_value(required(im, at, "kind"), child(at, "kind"), parse_kind, k_kinds);
+  if (kind_side(out.id.kind) != side) {
+    invalid(child(at, "kind"), "\"" + std::string(kind_name(out.id.kind)) + "\" is not a " +
+                                   std::string(side_name(side)) + " image kind");
+  }
+  out.size = integer_value(required(im, at, "size"), child(at, "size"), 0, std::numeric_limits<std::int64_t>::max());
+  out.sha256 = hex_value(required(im, at, "sha256"), child(at, "sha256"), 64);
+  out.file = string_value(required(im, at, "file"), child(at, "file"), true);
+  if (!is_bundle_image_path(out.file)) {
+    invalid(child(at, "file"), quote_for_message(out.file) +
+                                   " is not images/NAME (a name without '/', NUL or '..'): refusing a path outside the "
+                                   "bundle");
+  }
+  out.kernels = strings_field(im, at, "kernels", 1u << 16);
+  return out;
+}
+
+BundleIndex index_from(const json& doc) {
+  // Fields this version does not know are ignored, so a later one may add some without a new
+  // format name; a change of meaning gets a new name, which this version refuses.
+  require_object(doc, "", std::nullopt);
+  const json& format = required(doc, "", "format");
+  if (!format.is_string() || format.get_ref<const std::string&>() != k_bundle_format) {
+    expected("format", "\"" + std::string(k_bundle_format) + "\"", format);
+  }
+  BundleIndex out;
+  if (const json* f = find(doc, "fingerprint"); f != nullptr && !(f->is_string() && f->get_ref<const std::string&>().empty())) {
+    out.fingerprint = hex_value(*f, "fingerprint", 64);
+  }
+  const json& entries = array_value(required(doc, "", "entries"), "entries", 1u << 20);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    std::string at = element("entries", i);
+    const json& e = entries[i];
+    require_object(e, at, std::nullopt);
+    BundleEntry entry;
+    entry.module = string_field(e, at, "module", "");
+    entry.key = hex_value(required(e, at, "key"), child(at, "key"), 64);
+    if (const json* f = find(e, "side")) entry.side = enum_value(*f, child(at, "side"), parse_side, k_sides);
+    const json& images = array_value(required(e, at, "images"), child(at, "images"), 4096);
+    for (std::size_t j = 0; j < images.size(); ++j) {
+      entry.images.push_back(image_from(images[j], element(child(at, "images"), j), entry.side));
+    }
+    out.entries.push_back(std::move(entry));
+  }
+  return out;
+}
+
 }  // namespace
 
+Expected<BundleIndex> parse_bundle_index(std::string_view text) {
+  auto bad = [](const std::string& at, const std::string& message) {
+    return make_error(ErrorCode::k_invalid_argument, "bundle index " + (at.empty() ? "" : at + ": ") + message);
+  };
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    return bad("", std::string("is not valid JSON: ") + e.what());
+  }
+  try {
+    return index_from(doc);
+  } catch (const Invalid& e) {
+    return bad(e.at, e.message);
+  } catch (const json::exception& e) {
+    return bad("", std::string("cannot be read: ") + e.what());  // every type is checked first: a bug
+  }
+}
+
 Expected<Bundle> Bundle::open(const std::filesystem::path& dir) {
-  std::ifstream f(dir / "index.json");
+  std::filesystem::path path = dir / "index.json";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return make_error(ErrorCode::k_invalid_argument, "cannot read " + path.string() + ": it is a folder");
+  }
+  std::ifstream f(path, std::ios::binary);
   if (!f) return make_error(ErrorCode::k_not_found, "no bundle at " + dir.string() + " (no index.json)");
+  std::ostringstream text;
+  text << f.rdbuf();
+  if (f.bad()) return make_error(ErrorCode::k_invalid_argument, "cannot read " + path.string());
+  auto index = parse_bundle_index(text.str());
+  if (!index) return make_error(index.error().code, path.string() + ": " + index.error().message);
   Bundle bundle;
   bundle.m_dir = dir;
-  try {
-    json doc = json::parse(f);
-    if (doc.value("format", "") != k_bundle_format) {
-      return make_error(ErrorCode::k_invalid_argument, (dir / "index.json").string() + " is not a " +
-                                                           std::string(k_bundle_format) + " index");
-    }
-    bundle.m_index.fingerprint = doc.value("fingerprint", "");
-    for (const json& e : doc.at("entries")) {
-      BundleEntry entry;
-      entry.module = e.value("module", "");
-      entry.key = e.at("key").get<std::string>();
-      entry.side = parse_side(e.value("side", "device")).value_or(Side::device);
-      for (const json& im : e.at("images")) {
-        auto kind = parse_kind(im.at("kind").get<std::string>());
-        if (!kind) return make_error(ErrorCode::k_invalid_argument, "bundle index: unknown image kind");
-        std::string file = im.at("file").get<std::string>();
-        if (!is_bundle_image_path(file)) {
-          return make_error(ErrorCode::k_invalid_argument,
-                            "bundle index: image file '" + file.substr(0, 200) +
-                                "' is not images/NAME (a name without '/', NUL or '..'): refusing a path outside the bundle");
-        }
-        entry.images.push_back(BundleImage{{im.at("arch").get<std::string>(), *kind}, im.at("size").get<std::uint64_t>(),
-                                           im.at("sha256").get<std::string>(), file,
-                                           im.value("kernels", std::vector<std::string>{})});
-      }
-      bundle.m_index.entries.push_back(std::move(entry));
-    }
-  } catch (const std::exception& e) {
-    return make_error(ErrorCode::k_invalid_argument, "cannot read bundle index " + (dir / "index.json").string() + ": " + e.what());
-  }
+  bundle.m_index = std::move(*index);
   return bundle;
 }
 
@@ -113,7 +177,7 @@ Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string&
     std::ostringstream data;
     data << f.rdbuf();
     Found found{image, data.str(), chosen->needs_jit};
-    if (!f || sha256_hex(found.data) != image.sha256) {
+    if (!f || found.data.size() != image.size || sha256_hex(found.data) != image.sha256) {
       return make_error(ErrorCode::k_internal, "refusing " + (m_dir / image.file).string() +
                                                    ": its SHA-256 does not match the bundle index (corrupt bundle)");
     }

@@ -180,7 +180,7 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
       if (reused) continue;
       return std::nullopt;
     }
-    if (reply->header("connection") != "close") {
+    if (connection->reusable()) {  // read whole, nothing after it, not closing
       std::lock_guard lock(m_http_mutex);
       m_http_idle.push_back(std::move(*connection));
     }

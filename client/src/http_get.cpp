@@ -11,11 +11,80 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+
+#include "kcache/file_names.hpp"
 
 namespace kcache {
 namespace {
 
+constexpr std::size_t k_max_header_bytes = 64u << 10;
+
 Error unavailable(const std::string& what) { return make_error(ErrorCode::k_unavailable, what); }
+
+// A header value, quoted and cut short for a message.
+std::string shown(std::string_view value) { return quote_for_message(value); }
+
+// The status line and headers of a reply (`head`: up to the empty line, exclusive). Strict: the
+// status is three digits after HTTP/1.0 or HTTP/1.1, every header line has a name and a colon,
+// and a header that decides framing (Content-Length) may appear once.
+Expected<HttpReply> parse_head(const std::string& head) {
+  HttpReply reply;
+  std::size_t line_end = head.find("\r\n");
+  std::string status_line = head.substr(0, line_end);
+  bool digits = status_line.size() >= 12 && std::isdigit(static_cast<unsigned char>(status_line[9])) &&
+                std::isdigit(static_cast<unsigned char>(status_line[10])) &&
+                std::isdigit(static_cast<unsigned char>(status_line[11]));
+  bool ok = (status_line.starts_with("HTTP/1.1 ") || status_line.starts_with("HTTP/1.0 ")) && digits &&
+            (status_line.size() == 12 || status_line[12] == ' ');
+  if (!ok) return unavailable("not an HTTP reply: " + shown(status_line));
+  reply.version = status_line.substr(0, 8);
+  reply.status = std::stoi(status_line.substr(9, 3));
+  if (reply.status < 200) return unavailable("unexpected HTTP status " + std::to_string(reply.status));
+  while (line_end != std::string::npos) {
+    std::size_t start = line_end + 2;
+    line_end = head.find("\r\n", start);
+    std::string line = head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
+    std::size_t colon = line.find(':');
+    if (colon == std::string::npos || colon == 0 || line.find_first_of(" \t") < colon) {
+      return unavailable("malformed HTTP header line " + shown(line));
+    }
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::size_t value = line.find_first_not_of(" \t", colon + 1);
+    std::string text = value == std::string::npos ? "" : line.substr(value);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.pop_back();
+    if (name == "content-length" && reply.headers.contains(name)) {
+      return unavailable("HTTP reply with more than one Content-Length");
+    }
+    reply.headers[name] = std::move(text);
+  }
+  return reply;
+}
+
+// The length of the body that follows `reply`'s head: its Content-Length, a plain decimal number
+// up to k_max_http_body_bytes. No Content-Length or any Transfer-Encoding is refused: kcached
+// always sends the length, and guessing where a body ends would misread the next reply.
+Expected<std::uint64_t> body_length(const HttpReply& reply) {
+  if (reply.headers.contains("transfer-encoding")) {
+    return unavailable("HTTP reply with Transfer-Encoding " + shown(reply.header("transfer-encoding")) +
+                       ": only Content-Length bodies are read here");
+  }
+  auto it = reply.headers.find("content-length");
+  if (it == reply.headers.end()) return unavailable("HTTP reply without Content-Length: its end cannot be known");
+  const std::string& text = it->second;
+  std::uint64_t n = 0;
+  bool ok = !text.empty() && text.size() <= 19;  // 19 digits cannot overflow 64 bits
+  for (char c : text) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (!ok || n > k_max_http_body_bytes) {
+    return unavailable("HTTP Content-Length " + shown(text) + " is not a byte count up to " +
+                       std::to_string(k_max_http_body_bytes));
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -85,6 +154,18 @@ Expected<void> HttpConnection::fill() {
 
 Expected<HttpReply> HttpConnection::get(const std::string& path,
                                         const std::vector<std::pair<std::string, std::string>>& headers) {
+  if (!m_reusable) return unavailable("this HTTP connection is not reusable after an earlier failed or closing reply");
+  auto reply = exchange(path, headers);
+  if (!reply) {
+    m_reusable = false;  // what is left unread on it would be taken for the next reply
+    return reply;
+  }
+  if (!m_buffer.empty() || reply->header("connection") == "close" || reply->version == "HTTP/1.0") m_reusable = false;
+  return reply;
+}
+
+Expected<HttpReply> HttpConnection::exchange(const std::string& path,
+                                             const std::vector<std::pair<std::string, std::string>>& headers) {
   std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + m_host + "\r\n";
   for (const auto& [name, value] : headers) request += name + ": " + value + "\r\n";
   request += "\r\n";
@@ -101,37 +182,21 @@ Expected<HttpReply> HttpConnection::get(const std::string& path,
 
   std::size_t end = 0;
   while ((end = m_buffer.find("\r\n\r\n")) == std::string::npos) {
-    if (m_buffer.size() > (64u << 10)) return unavailable("HTTP headers too long");
+    if (m_buffer.size() > k_max_header_bytes) return unavailable("HTTP headers too long");
     if (auto more = fill(); !more) return more.error();
   }
-  HttpReply reply;
+  if (end > k_max_header_bytes) return unavailable("HTTP headers too long");
   std::string head = m_buffer.substr(0, end);
   m_buffer.erase(0, end + 4);
-  std::size_t line_end = head.find("\r\n");
-  std::string status_line = head.substr(0, line_end);
-  if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12) {
-    return unavailable("not an HTTP reply: " + status_line);
-  }
-  reply.status = std::atoi(status_line.c_str() + 9);
-  while (line_end != std::string::npos) {
-    std::size_t start = line_end + 2;
-    line_end = head.find("\r\n", start);
-    std::string line = head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
-    std::size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    std::size_t value = line.find_first_not_of(' ', colon + 1);
-    reply.headers[name] = value == std::string::npos ? "" : line.substr(value);
-  }
-  if (reply.header("transfer-encoding") != "") return unavailable("chunked HTTP bodies are not supported here");
-  std::string length = reply.header("content-length");
-  std::size_t want = length.empty() ? 0 : std::strtoull(length.c_str(), nullptr, 10);
-  while (m_buffer.size() < want) {
+  auto reply = parse_head(head);
+  if (!reply) return reply;
+  auto length = body_length(*reply);
+  if (!length) return length.error();
+  while (m_buffer.size() < *length) {
     if (auto more = fill(); !more) return more.error();
   }
-  reply.body = m_buffer.substr(0, want);
-  m_buffer.erase(0, want);
+  reply->body = m_buffer.substr(0, *length);
+  m_buffer.erase(0, *length);
   return reply;
 }
 

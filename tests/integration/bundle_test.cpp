@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_fixture.hpp"
+#include "kcache/bundle.hpp"
+#include "kcache/manifest.hpp"
 
 namespace kcache::test {
 namespace {
@@ -102,6 +104,238 @@ TEST(BundleIndex, FilesOutsideTheBundleAreRefused) {
   auto linked = run_cli({"bundle-fetch", bundle.string(), key, "--arch", "sm_80", "-o", (dir.path() / "out").string()}, "");
   EXPECT_EQ(linked.exit_code, 3) << linked.err;
   EXPECT_NE(linked.err.find("resolves outside the bundle"), std::string::npos) << linked.err;
+}
+
+// Every field of a manifest is checked, and the first bad one is named by its position and what
+// it holds (a string opt_level once aborted the CLI on an uncaught JSON type_error).
+TEST(Manifest, EachBadFieldIsNamedWithItsPosition) {
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {R"({"modules": [{"path": "a.ll"}, {"path": "b.ll"}, {"path": "c.ll", "opt_level": "3"}]})",
+       R"(manifest modules[2].opt_level: expected an integer 0-3, got the string "3")"},
+      {R"({"modules": [{"path": "a.ll", "opt_level": 4}]})", "modules[0].opt_level: expected an integer 0-3, got the number 4"},
+      {R"({"modules": [{"path": "a.ll", "opt_level": -1}]})", "modules[0].opt_level: expected an integer 0-3, got the number -1"},
+      {R"({"modules": [{"path": "a.ll", "opt_level": 2.5}]})", "modules[0].opt_level: expected an integer 0-3, got the number 2.5"},
+      {R"({"modules": [{"path": "a.ll", "opt_level": 18446744073709551616}]})", "modules[0].opt_level: expected an integer 0-3"},
+      {R"({"modules": [{"path": "a.ll", "side": "gpu"}]})",
+       R"(manifest modules[0].side: expected one of "device", "host", got the string "gpu")"},
+      {R"({"modules": [{"path": "a.ll", "side": 1}]})", R"(modules[0].side: expected one of "device", "host", got the number 1)"},
+      {R"({"modules": [{"path": "a.ll", "format": "cuda"}]})", R"(modules[0].format: expected one of "bc", "ll", "ptx", got the string "cuda")"},
+      {R"({"modules": [{"path": "a.ll", "emit": "ptx"}]})", R"(modules[0].emit: expected an array, got the string "ptx")"},
+      {R"({"modules": [{"path": "a.ll", "emit": ["ptx", "elf"]}]})", R"(modules[0].emit[1]: expected one of "ptx", "cubin", "obj", got the string "elf")"},
+      {R"({"modules": [{"path": "a.ll", "emit": ["obj"]}]})", R"(modules[0].emit[0]: "obj" is a host image kind, but the module's side is device)"},
+      {R"({"modules": [{"path": "a.ll", "side": "host", "emit": ["cubin"]}]})", R"(modules[0].emit[0]: "cubin" is a device image kind)"},
+      {R"({"modules": [{"path": "a.ll", "debug": "yes"}]})", R"(modules[0].debug: expected true or false, got the string "yes")"},
+      {R"({"modules": [{"path": "a.ll", "lineinfo": 1}]})", "modules[0].lineinfo: expected true or false, got the number 1"},
+      {R"({"modules": [{"path": "a.ll", "fast_math": null}]})", "modules[0].fast_math: expected true or false, got null"},
+      {R"({"modules": [{"path": "a.ll", "link": ["b.ll", 3]}]})", "modules[0].link[1]: expected a non-empty string, got the number 3"},
+      {R"({"modules": [{"path": "a.ll", "link": "b.ll"}]})", R"(modules[0].link: expected an array, got the string "b.ll")"},
+      {R"({"modules": [{"path": "a.ll", "entry_points": [""]}]})", R"(modules[0].entry_points[0]: expected a non-empty string, got the string "")"},
+      {R"({"modules": [{"path": "a.ll", "host_runtime": "allow"}]})", R"(modules[0].host_runtime: expected one of "reject", "stub", got the string "allow")"},
+      {R"({"modules": [{"path": "a.ll", "target": 5}]})", "modules[0].target: expected a string, got the number 5"},
+      {R"({"modules": [{"path": "a.ll", "cpu": ["x"]}]})", "modules[0].cpu: expected a string, got an array"},
+      {R"({"modules": [{"path": "a.ll", "opt-level": 3}]})", R"(modules[0]."opt-level": unknown field (known: path, link,)"},
+      {R"({"modules": [{"path": ""}]})", R"(modules[0].path: expected a non-empty string, got the string "")"},
+      {R"({"modules": [{"path": "a\u0000b"}]})", "modules[0].path: contains a NUL byte"},
+      {R"({"modules": [{"emit": ["ptx"]}]})", "manifest modules[0].path: missing (it is required)"},
+      {R"({"modules": ["a.ll"]})", R"(modules[0]: expected an object, got the string "a.ll")"},
+      {R"({"modules": {"path": "a.ll"}})", "manifest modules: expected an array, got an object"},
+      {R"({"modules": []})", "manifest modules: empty"},
+      {R"({"archs": ["sm_90"]})", "manifest modules: missing (it is required)"},
+      {R"({"archs": ["sm_90", "x86"], "modules": [{"path": "a.ll"}]})", R"(manifest archs[1]: expected an SM arch such as "sm_90", got the string "x86")"},
+      {R"({"archs": "sm_90", "modules": [{"path": "a.ll"}]})", R"(manifest archs: expected an array, got the string "sm_90")"},
+      {R"({"arch": ["sm_90"], "modules": [{"path": "a.ll"}]})", R"(manifest "arch": unknown field (known: archs, modules))"},
+      {R"([{"path": "a.ll"}])", "manifest the document: expected an object, got an array"},
+      {R"({"modules": [{"path": "a.ll"})", "manifest is not valid JSON: "},
+      {"", "manifest is not valid JSON: "},
+  };
+  for (const Case& c : cases) {
+    auto m = parse_manifest(c.text, ManifestSyntax::json);
+    ASSERT_FALSE(m) << c.text;
+    EXPECT_EQ(m.error().code, ErrorCode::k_invalid_argument) << c.text;
+    EXPECT_NE(m.error().message.find(c.message), std::string::npos) << c.text << "\n  got: " << m.error().message;
+  }
+  auto good = parse_manifest(R"({"archs": ["sm_80", "sm_90a"], "modules": [
+      {"path": "k.ll", "link": ["s.bc"], "format": "ll", "opt_level": 0, "emit": ["ptx", "cubin"], "entry_points": ["k"],
+       "debug": true, "lineinfo": true, "fast_math": true, "target": "nvptx64-nvidia-cuda"},
+      {"path": "h.ll", "side": "host", "cpu": "x86-64-v3", "host_runtime": "stub", "emit": ["obj"]}]})",
+                             ManifestSyntax::json);
+  ASSERT_TRUE(good) << good.error().message;
+  ASSERT_EQ(good->modules.size(), 2u);
+  EXPECT_EQ(good->archs, (std::vector<std::string>{"sm_80", "sm_90a"}));
+  EXPECT_EQ(good->modules[0].link, std::vector<std::string>{"s.bc"});
+  EXPECT_EQ(good->modules[0].opt_level, 0u);
+  EXPECT_EQ(good->modules[0].emit, (std::vector<ImageKind>{ImageKind::ptx, ImageKind::cubin}));
+  EXPECT_EQ(good->modules[0].format, InputFormat::llvm_text);
+  EXPECT_EQ(good->modules[1].side, Side::host);
+  EXPECT_EQ(good->modules[1].host_runtime, HostGuard::stub);
+  EXPECT_EQ(good->modules[1].opt_level, 2u) << "the default";
+}
+
+// A TOML manifest has the same schema, read by the same checks.
+TEST(Manifest, TomlIsTheSameSchemaWithTheSameChecks) {
+  auto toml = parse_manifest(R"(archs = ["sm_80", "sm_90a"]
+
+[[modules]]
+path = "k.ll"
+link = ["s.bc"]
+format = "ll"
+opt_level = 0
+emit = ["ptx", "cubin"]
+entry_points = ["k"]
+debug = true
+
+[[modules]]
+path = "h.ll"
+side = "host"
+host_runtime = "stub"
+)",
+                             ManifestSyntax::toml);
+  ASSERT_TRUE(toml) << toml.error().message;
+  auto json_manifest = parse_manifest(R"({"archs": ["sm_80", "sm_90a"], "modules": [
+      {"path": "k.ll", "link": ["s.bc"], "format": "ll", "opt_level": 0, "emit": ["ptx", "cubin"], "entry_points": ["k"],
+       "debug": true},
+      {"path": "h.ll", "side": "host", "host_runtime": "stub"}]})",
+                                      ManifestSyntax::json);
+  ASSERT_TRUE(json_manifest);
+  EXPECT_EQ(toml->archs, json_manifest->archs);
+  ASSERT_EQ(toml->modules.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const ManifestModule &t = toml->modules[i], &j = json_manifest->modules[i];
+    EXPECT_EQ(t.path, j.path);
+    EXPECT_EQ(t.link, j.link);
+    EXPECT_EQ(t.side, j.side);
+    EXPECT_EQ(t.format, j.format);
+    EXPECT_EQ(t.opt_level, j.opt_level);
+    EXPECT_EQ(t.emit, j.emit);
+    EXPECT_EQ(t.entry_points, j.entry_points);
+    EXPECT_EQ(t.debug, j.debug);
+    EXPECT_EQ(t.host_runtime, j.host_runtime);
+  }
+
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"[[modules]]\npath = \"a.ll\"\n[[modules]]\npath = \"b.ll\"\nopt_level = \"3\"\n",
+       R"(manifest modules[1].opt_level: expected an integer 0-3, got the string "3")"},
+      {"[[modules]]\npath = \"a.ll\"\nopt_level = 3.0\n", "modules[0].opt_level: expected an integer 0-3, got the number 3.0"},
+      {"[[modules]]\npath = \"a.ll\"\nside = \"gpu\"\n", R"(modules[0].side: expected one of "device", "host", got the string "gpu")"},
+      {"[[modules]]\npath = 1979-05-27\n", "manifest modules[0].path: a TOML date or time, which no manifest field takes"},
+      {"[[modules]]\npath = \"a.ll\"\nopt-level = 3\n", R"(modules[0]."opt-level": unknown field)"},
+      {"archs = [\"sm_90\"]\n", "manifest modules: missing (it is required)"},
+      {"[[modules]\npath = \"a.ll\"\n", "manifest is not valid TOML: line 1"},
+      {"[modules]\npath = \"a.ll\"\n", "manifest modules: expected an array, got an object"},
+      {"[[modules]]\npath = \"mod\xc3\xa8le.ll\"\n", "manifest is not ASCII at line 2, column 12"},
+      {"[[modules]]\npath = \"a.ll\"\n\xca\xa6\n", "manifest is not ASCII at line 3, column 1"},
+      {"[[[1]]]\n", "manifest is not valid TOML"},  // toml++ 3.3 once broke its own assumption here
+  };
+  for (const Case& c : cases) {
+    auto m = parse_manifest(c.text, ManifestSyntax::toml);
+    ASSERT_FALSE(m) << c.text;
+    EXPECT_NE(m.error().message.find(c.message), std::string::npos) << c.text << "\n  got: " << m.error().message;
+  }
+  auto escaped = parse_manifest("[[modules]]\npath = \"mod\\u00e8le.ll\"\n", ManifestSyntax::toml);
+  ASSERT_TRUE(escaped) << escaped.error().message;
+  EXPECT_EQ(escaped->modules[0].path, "mod\xc3\xa8le.ll");
+  EXPECT_EQ(manifest_syntax_of("dir/m.toml"), ManifestSyntax::toml);
+  EXPECT_EQ(manifest_syntax_of("dir/m.json"), ManifestSyntax::json);
+}
+
+// Through the CLI: a bad manifest is a usage error (exit 2) naming the file and the field, with
+// nothing compiled and no bundle folder made; a TOML manifest makes the same bundle as JSON.
+TEST_F(Bundles, ManifestsAreCheckedBeforeAnythingAndTomlWorksLikeJson) {
+  write_file(m_dir.path() / "saxpy.ll", read_test_data("kernels/saxpy.ll"));
+  std::filesystem::path bad = m_dir.path() / "bad.json", out = m_dir.path() / "bundle";
+  for (const char* module : {R"({"path": "saxpy.ll", "opt_level": "3"})", R"({"path": "saxpy.ll", "side": "gpu"})"}) {
+    write_file(bad, std::string(R"({"archs": ["sm_90"], "modules": [)") + module + "]}");
+    auto r = run_cli({"precompile", bad.string(), "--out", out.string()}, m_daemon->address());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("kcache: " + bad.string() + ": manifest modules[0]."), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  write_file(m_dir.path() / "bad.toml", "[[modules]]\npath = \"saxpy.ll\"\nopt_level = \"3\"\n");
+  auto toml_bad = run_cli({"--json", "precompile", (m_dir.path() / "bad.toml").string(), "--out", out.string()},
+                          m_daemon->address());
+  EXPECT_EQ(toml_bad.exit_code, 2);
+  EXPECT_NE(json::parse(toml_bad.out)["error"].get<std::string>().find(
+                R"(manifest modules[0].opt_level: expected an integer 0-3, got the string "3")"),
+            std::string::npos)
+      << toml_bad.out;
+
+  write_file(m_dir.path() / "m.toml", "archs = [\"sm_80\", \"sm_90\"]\n\n[[modules]]\npath = \"saxpy.ll\"\nopt_level = 3\n");
+  write_file(m_dir.path() / "m.json", R"({"archs": ["sm_80", "sm_90"], "modules": [{"path": "saxpy.ll", "opt_level": 3}]})");
+  auto from_toml = run_cli({"precompile", (m_dir.path() / "m.toml").string(), "--out", (m_dir.path() / "t").string()},
+                           m_daemon->address());
+  ASSERT_EQ(from_toml.exit_code, 0) << from_toml.err;
+  auto from_json = run_cli({"precompile", (m_dir.path() / "m.json").string(), "--out", (m_dir.path() / "j").string()},
+                           m_daemon->address());
+  ASSERT_EQ(from_json.exit_code, 0) << from_json.err;
+  EXPECT_EQ(read_file(m_dir.path() / "t" / "index.json"), read_file(m_dir.path() / "j" / "index.json"));
+}
+
+// A bundle index is checked field by field when opened; a bad one is exit 3 naming the field.
+TEST(BundleIndex, EachBadFieldIsNamedWithItsPosition) {
+  const std::string key(64, 'a'), digest(64, 'b');
+  auto index_with = [&](const std::string& entry_fields, const std::string& image_fields) {
+    return R"({"format": "kcache-bundle-1", "fingerprint": ")" + digest + R"(", "entries": [{"key": ")" + key + "\"" +
+           entry_fields + R"(, "images": [{"arch": "sm_80", "kind": "ptx", "size": 5, "sha256": ")" + digest +
+           R"(", "file": "images/x.ptx")" + image_fields + "}]}]}";
+  };
+  ASSERT_TRUE(parse_bundle_index(index_with("", ""))) << parse_bundle_index(index_with("", "")).error().message;
+  ASSERT_TRUE(parse_bundle_index(index_with(R"(, "future_field": [1])", R"(, "kernels": ["k"])")))
+      << "fields a later version may add are ignored";
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {index_with(R"(, "side": "gpu")", ""), R"(bundle index entries[0].side: expected one of "device", "host", got the string "gpu")"},
+      {index_with("", R"(, "size": "5")"), R"(entries[0].images[0].size: expected an integer 0-9223372036854775807, got the string "5")"},
+      {index_with("", R"(, "size": -1)"), "entries[0].images[0].size: expected an integer"},
+      {index_with("", R"(, "kind": "elf")"), R"(entries[0].images[0].kind: expected one of "ptx", "cubin", "obj", got the string "elf")"},
+      {index_with("", R"(, "kind": "obj")"), R"(entries[0].images[0].kind: "obj" is not a device image kind)"},
+      {index_with("", R"(, "arch": "../../etc")"), R"(entries[0].images[0].arch: expected an SM arch such as "sm_90", got the string "../../etc")"},
+      {index_with(R"(, "side": "host")", R"(, "kind": "obj", "arch": "x86/64")"), R"(entries[0].images[0].arch: expected a CPU arch such as "x86_64")"},
+      {index_with("", R"(, "sha256": "B")"), R"(entries[0].images[0].sha256: expected 64 lower-case hex digits, got the string "B")"},
+      {index_with("", R"(, "kernels": "k")"), R"(entries[0].images[0].kernels: expected an array)"},
+      {index_with("", R"(, "file": 7)"), "entries[0].images[0].file: expected a non-empty string, got the number 7"},
+      {index_with("", R"(, "file": "../secret")"), "outside the bundle"},
+      {index_with(R"(, "module": 1)", ""), "entries[0].module: expected a string, got the number 1"},
+      {R"({"format": "kcache-bundle-1", "entries": [{"key": "../x", "images": []}]})",
+       R"(bundle index entries[0].key: expected 64 lower-case hex digits, got the string "../x")"},
+      {R"({"format": "kcache-bundle-1", "entries": [{"images": []}]})", "entries[0].key: missing (it is required)"},
+      {R"({"format": "kcache-bundle-1", "entries": {}})", "bundle index entries: expected an array, got an object"},
+      {R"({"format": "kcache-bundle-2", "entries": []})", R"(bundle index format: expected "kcache-bundle-1", got the string "kcache-bundle-2")"},
+      {R"({"format": "kcache-bundle-1", "fingerprint": 3, "entries": []})", "bundle index fingerprint: expected 64 lower-case hex digits"},
+      {R"({"entries": []})", "bundle index format: missing (it is required)"},
+      {"[]", "bundle index the document: expected an object, got an array"},
+      {"{", "bundle index is not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    auto index = parse_bundle_index(c.text);
+    ASSERT_FALSE(index) << c.text;
+    EXPECT_EQ(index.error().code, ErrorCode::k_invalid_argument);
+    EXPECT_NE(index.error().message.find(c.message), std::string::npos) << c.text << "\n  got: " << index.error().message;
+  }
+
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "bundle");
+  write_file(dir.path() / "bundle" / "index.json", index_with("", R"(, "size": "5")"));
+  auto r = run_cli({"bundle-fetch", (dir.path() / "bundle").string(), key, "--arch", "sm_80"}, "");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find((dir.path() / "bundle" / "index.json").string() + ": bundle index entries[0].images[0].size: "),
+            std::string::npos)
+      << r.err;
+  std::filesystem::create_directories(dir.path() / "folder" / "index.json");
+  auto folder = run_cli({"bundle-fetch", (dir.path() / "folder").string(), key, "--arch", "sm_80"}, "");
+  EXPECT_EQ(folder.exit_code, 3) << folder.err;
+  EXPECT_NE(folder.err.find("it is a folder"), std::string::npos) << folder.err;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "kcache/file_names.hpp"
 #include "wire/wire.hpp"
 
 #include "daemon_fixture.hpp"
@@ -125,6 +126,149 @@ TEST_F(Cli, ServerComesFromTheEnvironmentWhenNotGiven) {
   auto r = run_cli({"--json", "stats"}, "");
   unsetenv("KCACHE_SERVER");
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Global flags go before or after the subcommand (they once had to come first: exit 2).
+TEST_F(Cli, GlobalFlagsWorkBeforeOrAfterTheSubcommand) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll", token = m_dir.path() / "token";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  write_file(token, "some-token\n");  // this daemon checks no token: any is accepted
+  const std::string server = m_daemon->address();
+
+  auto compile = run_cli({"compile", src.string(), "--arch", "sm_90", "--json", "--server", server, "--timeout", "60"}, "");
+  ASSERT_EQ(compile.exit_code, 0) << compile.err;
+  EXPECT_EQ(parse_json(compile)["outcome"], "miss");
+  auto stats = run_cli({"stats", "--json", "--token-file", token.string(), "--server", server}, "");
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(parse_json(stats)["misses"], 1);
+  // The cached compile (kcache's own HTTP path) takes them after the subcommand too.
+  auto hit = run_cli({"compile", src.string(), "--server", server, "--arch", "sm_90", "--timeout", "60"}, "");
+  ASSERT_EQ(hit.exit_code, 0) << hit.err;
+  EXPECT_TRUE(hit.out.starts_with("hit  ")) << hit.out;
+  auto mixed = run_cli({"--json", "lookup", parse_json(compile)["key"], "--server", server}, "");
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+  EXPECT_EQ(parse_json(mixed)["results"][0]["found"], true);
+  // A TLS flag after the subcommand is taken as one: TLS to a plaintext daemon cannot connect.
+  auto tls = run_cli({"stats", "--tls", "--server", server, "--timeout", "5"}, "");
+  EXPECT_EQ(tls.exit_code, 5) << tls.err;
+}
+
+// Every file-system failure names its path and ends in the exit code of the README's table
+// (1: a file that cannot be written; 2: an input that cannot be read), never in an abort.
+TEST_F(Cli, FileSystemErrorsNameThePathAndNeverAbort) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll", a_file = m_dir.path() / "a_file";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  write_file(a_file, "not a folder\n");
+  const std::string server = m_daemon->address();
+  auto expect_failure = [](const CommandResult& r, int code, const std::string& message) {
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  };
+  // Twice: through kcache-grpc (a miss), then through kcache's own HTTP path (a hit).
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    expect_failure(run_cli({"compile", src.string(), "--arch", "sm_90", "--out-dir", a_file.string()}, server), 1,
+                   "cannot create the folder " + a_file.string() + ": ");
+    expect_failure(run_cli({"compile", src.string(), "--arch", "sm_90", "--out-dir", (a_file / "sub").string()}, server),
+                   1, "cannot create the folder " + (a_file / "sub").string());
+    expect_failure(run_cli({"compile", src.string(), "--arch", "sm_90", "-o", (m_dir.path() / "no" / "x.ptx").string()},
+                           server),
+                   1, "cannot write " + (m_dir.path() / "no" / "x.ptx").string() + ": No such file or directory");
+    std::string long_name = (m_dir.path() / std::string(300, 'n')).string();
+    expect_failure(run_cli({"compile", src.string(), "--arch", "sm_90", "-o", long_name}, server), 1,
+                   "cannot write " + long_name + ": File name too long");
+  }
+  expect_failure(run_cli({"compile", m_dir.path().string(), "--arch", "sm_90"}, server), 2,
+                 "cannot read " + m_dir.path().string() + ": it is a folder");
+  expect_failure(run_cli({"precompile", m_dir.path().string(), "--out", (m_dir.path() / "b").string()}, server), 2,
+                 "cannot read " + m_dir.path().string() + ": it is a folder");
+  write_file(m_dir.path() / "m.json", R"({"archs": ["sm_90"], "modules": [{"path": "saxpy.ll"}]})");
+  expect_failure(run_cli({"precompile", (m_dir.path() / "m.json").string(), "--out", a_file.string()}, server), 1,
+                 "cannot create the folder " + (a_file / "images").string());
+  auto as_json = run_cli({"--json", "compile", src.string(), "--arch", "sm_90", "--out-dir", a_file.string()}, server);
+  EXPECT_EQ(as_json.exit_code, 1);
+  EXPECT_EQ(parse_json(as_json)["exit_code"], 1) << as_json.out;
+  EXPECT_EQ(read_file(a_file), "not a folder\n");
+}
+
+// A daemon whose replies name files badly: every name written into --out-dir or a bundle comes
+// from its reply (the image's arch, the key), and each must be a plain file name.
+class HostileKCache final : public v1::KCache::Service {
+ public:
+  std::string key = std::string(64, 'a');
+  std::string arch = "sm_90";
+  grpc::Status Compile(grpc::ServerContext*, const v1::CompileRequest*, v1::CompileResponse* response) override {
+    response->set_key(key);
+    response->set_outcome(v1::OUTCOME_HIT);
+    v1::Image* image = response->add_images();
+    image->set_kind(v1::KIND_PTX);
+    image->set_arch(arch);
+    image->set_data("// ptx\n");
+    image->set_size(image->data().size());
+    image->set_sha256(sha256_hex(image->data()));
+    return grpc::Status::OK;
+  }
+  grpc::Status GetCapabilities(grpc::ServerContext*, const v1::GetCapabilitiesRequest*, v1::Capabilities* caps) override {
+    caps->set_fingerprint(std::string(64, '0'));
+    return grpc::Status::OK;
+  }
+};
+
+TEST(FileNames, OnlyPlainNamesAreSafe) {
+  using namespace std::string_view_literals;
+  for (std::string_view good : {"sm_90"sv, "sm_90a"sv, "x86_64"sv, "aarch64"sv, "0123456789abcdef"sv, "a.b-c+d"sv}) {
+    EXPECT_TRUE(is_safe_file_name_part(good)) << good;
+  }
+  for (std::string_view bad : {""sv, "."sv, ".."sv, "../x"sv, "a/b"sv, "/etc"sv, "a..b"sv, ".hidden"sv, "-rf"sv, "a b"sv,
+                               "a\\b"sv, "sm_90\n"sv, "a\0b"sv, "\xc3\xa9t\xc3\xa9"sv}) {
+    EXPECT_FALSE(is_safe_file_name_part(bad)) << quote_for_message(bad);
+  }
+  EXPECT_TRUE(is_safe_file_name_part(std::string(k_max_file_name_part, 'a')));
+  EXPECT_FALSE(is_safe_file_name_part(std::string(k_max_file_name_part + 1, 'a')));
+  auto refused = check_file_name_part("the daemon's image arch", std::string("../\0x", 5));
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().message.starts_with(R"(the daemon's image arch "../\x00x" is not a safe file name)"))
+      << refused.error().message;
+}
+
+TEST(HostileDaemon, FileNamesFromItsRepliesAreRefused) {
+  HostileKCache service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  TempDir dir;
+  std::filesystem::path src = dir.path() / "saxpy.ll", out = dir.path() / "deep" / "out";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+
+  for (std::string arch : {std::string("../../escaped"), std::string(), std::string(".hidden"), std::string("a/b"),
+                           std::string("sm_90\0x", 7)}) {
+    service.arch = arch;
+    auto r = run_cli({"compile", src.string(), "--arch", "sm_90", "--out-dir", out.string()}, address);
+    EXPECT_EQ(r.exit_code, 1) << quote_for_message(arch) << ": " << r.err;
+    EXPECT_NE(r.err.find("the daemon's image arch " + quote_for_message(arch) + " is not a safe file name"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << "nothing written for " << quote_for_message(arch);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "escaped.ptx"));
+
+  service.arch = "sm_90";
+  write_file(dir.path() / "m.json", R"({"archs": ["sm_90"], "modules": [{"path": "saxpy.ll"}]})");
+  for (std::string key : {"../../k", "", "a/b"}) {
+    service.key = key;
+    auto r = run_cli({"precompile", (dir.path() / "m.json").string(), "--out", (dir.path() / "bundle").string()}, address);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("the daemon's key " + quote_for_message(key) + " is not a safe file name"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "bundle" / "index.json"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "k.sm_90.ptx"));
+  server->Shutdown();
 }
 
 }  // namespace

@@ -2,11 +2,22 @@
 // is one GET per image, with no gRPC call; whatever the fast path cannot answer for certain goes
 // the full gRPC way with the same result.
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <future>
+#include <sstream>
+#include <thread>
 
 #include "daemon_fixture.hpp"
+#include "kcache/http_get.hpp"
 
 namespace kcache::test {
 namespace {
@@ -205,6 +216,181 @@ TEST_F(NoHttpApi, TheCliUsesGrpcForEveryCall) {
   ASSERT_EQ(hit.exit_code, 0) << hit.err;
   EXPECT_TRUE(hit.out.starts_with("hit  ")) << hit.out;
   EXPECT_EQ(ok_calls("kcache.v1.KCache", "Compile"), 2u);
+}
+
+// A raw TCP listener on loopback standing in for a broken or hostile HTTP server: each
+// connection it accepts gets `replies` in turn, one per request it reads (up to the blank line),
+// and is then held open, unanswered, until the server is destroyed. No replies: a listener that
+// accepts and never answers.
+class RawServer {
+ public:
+  explicit RawServer(std::vector<std::string> replies) : m_replies(std::move(replies)) {
+    m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (m_fd < 0 || ::bind(m_fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(m_fd, 64) != 0 ||
+        ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error(std::string("raw server: ") + std::strerror(errno));
+    }
+    m_port = ntohs(addr.sin_port);
+    m_thread = std::thread([this] { serve(); });
+  }
+  ~RawServer() {
+    m_stop = true;
+    m_thread.join();
+    for (int c : m_connections) ::close(c);
+    ::close(m_fd);
+  }
+  int port() const { return m_port; }
+
+ private:
+  // Waits up to 50 ms for `fd` to be readable; false also when stopping.
+  bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return !m_stop && ::poll(&p, 1, 50) > 0;
+  }
+  void serve() {
+    while (!m_stop) {
+      if (!readable(m_fd)) continue;
+      int c = ::accept4(m_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      m_connections.push_back(c);
+      std::string request;
+      for (const std::string& reply : m_replies) {
+        while (request.find("\r\n\r\n") == std::string::npos) {
+          if (!readable(c)) {
+            if (m_stop) return;
+            continue;
+          }
+          char buffer[4096];
+          ssize_t n = ::recv(c, buffer, sizeof(buffer), 0);
+          if (n <= 0) break;
+          request.append(buffer, static_cast<std::size_t>(n));
+        }
+        request.erase(0, request.find("\r\n\r\n") + 4);
+        ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+    }
+  }
+
+  std::vector<std::string> m_replies;
+  int m_fd = -1;
+  int m_port = 0;
+  std::atomic<bool> m_stop{false};
+  std::vector<int> m_connections;  // held open until the end
+  std::thread m_thread;
+};
+
+// Each reply the client cannot take for certain is refused, with a reason, within its timeout,
+// and the connection is not used again: a body left unread would be taken for the next reply.
+TEST(HttpGet, EachBadReplyIsRefusedAndItsConnectionNotReused) {
+  const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+  struct Case {
+    std::string reply;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello", "Content-Length \"-1\" is not a byte count"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello", "Content-Length \"5x\" is not a byte count"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\nhello", "Content-Length \"\" is not a byte count"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\nhello", "is not a byte count"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551621\r\n\r\nhello", "is not a byte count"},  // 2^64 + 5
+      {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nhello", "is not a byte count"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(k_max_http_body_bytes + 1) + "\r\n\r\nhello",
+       "is not a byte count up to 1073741824"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 50\r\n\r\nhello", "more than one Content-Length"},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "Transfer-Encoding \"chunked\""},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello", "Transfer-Encoding"},
+      {"HTTP/1.1 200 OK\r\n\r\nhello", "without Content-Length"},
+      {"HTTP/1.1 2x0 OK\r\nContent-Length: 5\r\n\r\nhello", "not an HTTP reply"},
+      {"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP reply"},
+      {"HTTP/1.1 100 Continue\r\n\r\n" + ok, "unexpected HTTP status 100"},
+      {"HTTP/1.1 200 OK\r\nno colon here\r\nContent-Length: 5\r\n\r\nhello", "malformed HTTP header line"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", "timed out"},  // the body never comes whole
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", "timed out"},            // nor the end of the headers
+      {"HTTP/1.1 200 OK\r\nX-Long: " + std::string(70000, 'x') + "\r\n\r\n", "HTTP headers too long"},
+  };
+  for (const Case& c : cases) {
+    RawServer server({c.reply, ok});
+    auto started = std::chrono::steady_clock::now();
+    auto http = HttpConnection::open("127.0.0.1", server.port(), std::chrono::milliseconds(500));
+    ASSERT_TRUE(http) << http.error().message;
+    auto reply = http->get("/x", {});
+    ASSERT_FALSE(reply) << c.reply.substr(0, 80) << ": accepted";
+    EXPECT_EQ(reply.error().code, ErrorCode::k_unavailable);
+    EXPECT_NE(reply.error().message.find(c.message), std::string::npos)
+        << c.reply.substr(0, 80) << "\n  got: " << reply.error().message;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
+    EXPECT_FALSE(http->reusable());
+    auto again = http->get("/x", {});
+    ASSERT_FALSE(again) << c.reply.substr(0, 80) << ": the connection was used again";
+    EXPECT_NE(again.error().message.find("not reusable"), std::string::npos) << again.error().message;
+  }
+}
+
+// A whole reply keeps the connection for the next request; one that closes it, or leaves bytes
+// after its body, does not.
+TEST(HttpGet, OnlyAWholeReplyWithNothingAfterItKeepsTheConnection) {
+  const std::string ok = "HTTP/1.1 200 OK\r\ncontent-length:  5 \r\nX-Kcache-Sha256: abc\r\n\r\nhello";
+  {
+    RawServer server({ok, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"});
+    auto http = HttpConnection::open("127.0.0.1", server.port(), std::chrono::milliseconds(1000));
+    ASSERT_TRUE(http);
+    auto first = http->get("/a", {});
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_EQ(first->status, 200);
+    EXPECT_EQ(first->body, "hello");
+    EXPECT_EQ(first->header("x-kcache-sha256"), "abc");
+    EXPECT_TRUE(http->reusable());
+    auto second = http->get("/b", {});
+    ASSERT_TRUE(second) << second.error().message;
+    EXPECT_EQ(second->status, 404);
+    EXPECT_EQ(second->body, "");
+  }
+  for (const std::string& reply : {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                                   "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+                                   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 200 OK\r\n"}) {
+    RawServer server({reply, ok});
+    auto http = HttpConnection::open("127.0.0.1", server.port(), std::chrono::milliseconds(1000));
+    ASSERT_TRUE(http);
+    auto first = http->get("/a", {});
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_EQ(first->body, "hello");
+    EXPECT_FALSE(http->reusable()) << reply;
+  }
+}
+
+// The CLI's HTTP path has its own short limits: a daemon whose HTTP listener accepts and never
+// answers costs it about a second, not --timeout, and gRPC then answers the cached compile.
+TEST_F(HttpApi, AWedgedHttpListenerCostsTheFastPathASecondThenGrpcAnswers) {
+  ASSERT_EQ(compile(m_dir.path() / "a").exit_code, 0);
+  std::filesystem::path state_dir = std::getenv("KCACHE_STATE_DIR");
+  std::filesystem::path state;
+  for (const auto& e : std::filesystem::directory_iterator(state_dir / "servers")) {
+    if (e.path().filename().string().ends_with("_" + std::to_string(m_daemon->port()))) state = e.path();
+  }
+  ASSERT_FALSE(state.empty());
+  std::istringstream remembered(read_file(state));
+  std::string fingerprint, triple;
+  remembered >> fingerprint >> triple;
+  RawServer wedged({});
+  // The remembered HTTP port now leads to the wedged listener (as a daemon whose HTTP side hangs).
+  write_file(state, fingerprint + " " + triple + " " + std::to_string(wedged.port()) + "\n");
+
+  std::filesystem::path src = m_dir.path() / "saxpy.ll";
+  auto started = std::chrono::steady_clock::now();
+  CommandResult r = run_cli({"--timeout", "30", "compile", src.string(), "--arch", "sm_80,sm_90", "--out-dir",
+                             (m_dir.path() / "b").string()},
+                            m_daemon->address());
+  auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("hit  ")) << r.out;
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the fast path waited on the wedged listener";
+  EXPECT_GE(took, std::chrono::milliseconds(900)) << "the wedged listener was tried";
+  EXPECT_EQ(ok_calls("kcache.v1.KCache", "Compile"), 2u) << "gRPC answered";
+  EXPECT_EQ(read_file(m_dir.path() / "b" / "sm_90.ptx"), read_file(m_dir.path() / "a" / "sm_90.ptx"));
 }
 
 }  // namespace

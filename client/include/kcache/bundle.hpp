@@ -3,12 +3,15 @@
 //   DIR/index.json      {"format", "fingerprint", "entries": [{"module", "key", "side",
 //                        "images": [{"arch", "kind", "size", "sha256", "file", "kernels"}]}]}
 //   DIR/images/KEY.ARCH.KIND   the image bytes
-// A bundle whose file digest does not match its index is refused.
+// The index is checked field by field when read (types, enums, hex digests, image files only
+// under images/; fields it does not know are ignored); a bundle whose file digest or size does
+// not match its index is refused.
 #pragma once
 
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcache/expected.hpp"
@@ -39,6 +42,10 @@ struct BundleIndex {
 };
 
 Expected<void> write_bundle_index(const std::filesystem::path& dir, const BundleIndex& index);
+
+// Parses and checks an index's bytes, with no file access (fuzzed: fuzz/bundle_index_fuzzer.cpp);
+// INVALID_ARGUMENT, beginning "bundle index ", naming the first bad field and its position.
+Expected<BundleIndex> parse_bundle_index(std::string_view text);
 
 class Bundle {
  public:
