@@ -88,11 +88,7 @@ JobInput JobFlags::read() const {
   spec.options.entry_points = entries;
   spec.options.cpu = cpu;
   spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
-  if (!driver.empty()) {
-    auto version = parse_cuda_version(driver);
-    if (!version) fail(k_exit_usage, "--driver: " + version.error().message);
-    in.driver = *version;
-  }
+  in.driver = parse_driver_flag(driver);
   return in;
 }
 
@@ -110,6 +106,13 @@ void OutputFlags::add_to(CLI::App& cmd) {
   auto* o = cmd.add_option("-o,--output", out_file, "Write the one image to FILE");
   auto* d = cmd.add_option("--out-dir", out_dir, "Write each image to DIR/ARCH.KIND (sm_90.cubin, x86_64.o)");
   o->excludes(d);
+}
+
+CudaVersion parse_driver_flag(const std::string& text) {
+  if (text.empty()) return 0;
+  auto version = parse_cuda_version(text);
+  if (!version) fail(k_exit_usage, "--driver: " + version.error().message);
+  return *version;
 }
 
 void fail(int code, std::string message) { throw Failure{code, std::move(message), {}}; }

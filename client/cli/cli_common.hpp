@@ -78,6 +78,9 @@ struct JobFlags {
   std::vector<ImageKind> kinds() const;
 };
 
+// --driver's value (12.4) as a CUDA version; 0 when not given. A malformed one fails (usage).
+CudaVersion parse_driver_flag(const std::string& text);
+
 struct OutputFlags {
   std::string out_file;
   std::string out_dir;

@@ -269,7 +269,8 @@ JobFlags job_from_manifest(const kcache::ManifestModule& m, const std::filesyste
 }
 
 int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::string& manifest_path,
-                   std::vector<std::string> archs, const std::string& out, unsigned jobs) {
+                   std::vector<std::string> archs, const std::string& out, unsigned jobs, const std::string& driver) {
+  kcache::CudaVersion driver_version = parse_driver_flag(driver);
   auto manifest = kcache::parse_manifest(read_file(manifest_path), kcache::manifest_syntax_of(manifest_path));
   if (!manifest) fail(k_exit_usage, manifest_path + ": " + manifest.error().message);
   if (archs.empty()) archs = manifest->archs;
@@ -289,6 +290,7 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
       const std::string& name = modules[i].path;
       try {
         JobFlags flags = job_from_manifest(modules[i], base, archs);
+        flags.driver = driver;
         auto response = client.compile(build_request(flags));
         if (!response) fail(response.error());
         kcache::BundleEntry& e = entries[i];
@@ -336,7 +338,7 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
     images += entries[i].images.size();
   }
   if (failed > 0) fail(k_exit_bad_input, std::to_string(failed) + " of " + std::to_string(modules.size()) + " modules failed; no bundle index written");
-  kcache::BundleIndex index{caps->fingerprint(), std::move(entries)};
+  kcache::BundleIndex index{caps->fingerprint(), std::move(entries), caps->cuda_version(), driver_version};
   if (auto written = kcache::write_bundle_index(out, index); !written) fail(written.error());
   if (g.json) {
     std::cout << json{{"bundle", out}, {"modules", modules.size()}, {"images", images}}.dump() << '\n';
@@ -347,7 +349,8 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
 }
 
 int run_bundle_fetch(const GlobalFlags& g, const std::string& dir, const std::string& key, const std::string& arch,
-                     const std::string& kind, const OutputFlags& out) {
+                     const std::string& kind, const std::string& driver, const OutputFlags& out) {
+  kcache::CudaVersion driver_version = parse_driver_flag(driver);
   auto bundle = kcache::Bundle::open(dir);
   if (!bundle) fail(bundle.error());
   std::optional<kcache::ImageKind> only;
@@ -355,7 +358,7 @@ int run_bundle_fetch(const GlobalFlags& g, const std::string& dir, const std::st
     only = kcache::parse_kind(kind);
     if (!only) fail(k_exit_usage, "--kind: unknown kind '" + kind + "' (use ptx, cubin or obj)");
   }
-  auto found = bundle->fetch(key, arch, only);
+  auto found = bundle->fetch(key, arch, only, driver_version);
   if (!found) fail(found.error());
   v1::Image image;
   image.set_arch(found->image.id.arch);
@@ -508,6 +511,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   precompile->add_option("--out", bundle_out, "Bundle folder")->required();
   precompile->add_option("-j,--jobs", precompile_jobs, "Modules compiled at once")->capture_default_str();
+  std::string precompile_driver, bundle_driver;
+  precompile->add_option("--driver", precompile_driver,
+                         "CUDA version of the drivers that will load the bundle (12.4): PTX they JIT, no cubins they "
+                         "cannot load");
 
   std::string bundle_dir, bundle_key, bundle_arch, bundle_kind;
   OutputFlags bundle_fetch_out;
@@ -516,6 +523,8 @@ int main(int argc, char** argv) {
   bundle_fetch->add_option("KEY", bundle_key, "Key (64 hex digits)")->required();
   bundle_fetch->add_option("--arch", bundle_arch, "The device's arch (sm_90), or the host CPU arch")->required();
   bundle_fetch->add_option("--kind", bundle_kind, "Only this kind: ptx, cubin or obj");
+  bundle_fetch->add_option("--driver", bundle_driver,
+                           "CUDA version of the driver that will load the image (12.4): only an image it loads");
   bundle_fetch_out.add_to(*bundle_fetch);
 
   bool repair = false;
@@ -566,11 +575,11 @@ int main(int argc, char** argv) {
       else std::printf("SERVING\n");
       return k_exit_ok;
     }
-    if (*precompile) return run_precompile(client, g, manifest, precompile_archs, bundle_out, precompile_jobs);
+    if (*precompile) return run_precompile(client, g, manifest, precompile_archs, bundle_out, precompile_jobs, precompile_driver);
     if (*verify) return run_verify(client, g, repair);
     if (*evict) return run_evict(client, g, evict_keys, evict_side, evict_to);
     if (*purge) return run_purge(client, g);
-    if (*bundle_fetch) return run_bundle_fetch(g, bundle_dir, bundle_key, bundle_arch, bundle_kind, bundle_fetch_out);
+    if (*bundle_fetch) return run_bundle_fetch(g, bundle_dir, bundle_key, bundle_arch, bundle_kind, bundle_driver, bundle_fetch_out);
   } catch (const Failure& f) {
     return report_failure(g, f);
   } catch (const std::exception& e) {

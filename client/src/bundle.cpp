@@ -28,6 +28,8 @@ Expected<void> write_bundle_index(const std::filesystem::path& dir, const Bundle
     entries.push_back({{"module", e.module}, {"key", e.key}, {"side", side_name(e.side)}, {"images", images}});
   }
   json doc = {{"format", k_bundle_format}, {"fingerprint", index.fingerprint}, {"entries", entries}};
+  if (index.cuda_version != 0) doc["cuda_version"] = index.cuda_version;
+  if (index.driver_version != 0) doc["driver_version"] = index.driver_version;
   std::filesystem::path tmp = dir / "index.json.tmp";
   {
     std::ofstream f(tmp);
@@ -95,6 +97,13 @@ BundleIndex index_from(const json& doc) {
   if (const json* f = find(doc, "fingerprint"); f != nullptr && !(f->is_string() && f->get_ref<const std::string&>().empty())) {
     out.fingerprint = hex_value(*f, "fingerprint", 64);
   }
+  for (auto [name, field] : {std::pair{"cuda_version", &out.cuda_version}, std::pair{"driver_version", &out.driver_version}}) {
+    const json* f = find(doc, name);
+    if (f == nullptr) continue;
+    std::uint64_t v = integer_value(*f, name, 0, 99990);
+    if (!check_cuda_version(v)) expected(name, "a CUDA version as cuDriverGetVersion gives it (13000), or 0", *f);
+    *field = static_cast<CudaVersion>(v);
+  }
   const json& entries = array_value(required(doc, "", "entries"), "entries", 1u << 20);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     std::string at = element("entries", i);
@@ -153,35 +162,62 @@ Expected<Bundle> Bundle::open(const std::filesystem::path& dir) {
   return bundle;
 }
 
-Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string& arch,
-                                      std::optional<ImageKind> kind) const {
+Expected<std::string> Bundle::read_image(const BundleImage& image) const {
+  // The index was checked when opened; a symlink inside the bundle could still point out of it.
+  std::error_code ec;
+  auto real = std::filesystem::weakly_canonical(m_dir / image.file, ec);
+  auto root = std::filesystem::weakly_canonical(m_dir, ec);
+  auto [stop, at] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+  if (ec || stop != root.end()) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "refusing " + (m_dir / image.file).string() + ": it resolves outside the bundle");
+  }
+  std::ifstream f(m_dir / image.file, std::ios::binary);
+  std::ostringstream data;
+  data << f.rdbuf();
+  if (!f || data.str().size() != image.size || sha256_hex(data.str()) != image.sha256) {
+    return make_error(ErrorCode::k_internal, "refusing " + (m_dir / image.file).string() +
+                                                 ": its SHA-256 does not match the bundle index (corrupt bundle)");
+  }
+  return data.str();
+}
+
+Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string& arch, std::optional<ImageKind> kind,
+                                      CudaVersion driver) const {
+  if (auto ok = check_cuda_version(driver); !ok) return ok.error();
   for (const BundleEntry& e : m_index.entries) {
     if (e.key != key) continue;
     std::vector<ImageRequest> candidates;
     for (const BundleImage& im : e.images) candidates.push_back(im.id);
-    auto selected = select_for_side(e.side, candidates, arch, kind);
+    // PTX is judged by its own .version; a file that cannot be read is passed over here and
+    // reported if chosen without a driver.
+    Loadable loadable;
+    if (driver != 0 && e.side == Side::device) {
+      loadable = [&](std::size_t i) {
+        if (candidates[i].kind == ImageKind::cubin) return driver_loads(driver, m_index.cuda_version, true, {});
+        auto data = read_image(e.images[i]);
+        return data && driver_loads(driver, m_index.cuda_version, false, *data);
+      };
+    }
+    auto selected = select_for_side(e.side, candidates, arch, kind, loadable);
     if (!selected) return selected.error();
     const std::optional<Selection>& chosen = *selected;
+    if (!chosen && loadable) {
+      auto unfiltered = select_for_side(e.side, candidates, arch, kind);
+      if (unfiltered && unfiltered->has_value()) {
+        return make_error(ErrorCode::k_not_found,
+                          "the bundle has no image of " + key + " for " + arch + " that a driver of CUDA " +
+                              cuda_version_name(driver) + " loads (it was precompiled for " +
+                              (m_index.driver_version != 0 ? "CUDA " + cuda_version_name(m_index.driver_version) + " drivers"
+                                                           : "the daemon's own toolkit") +
+                              "): precompile it with --driver " + cuda_version_name(driver));
+      }
+    }
     if (!chosen) return make_error(ErrorCode::k_not_found, "the bundle has no image of " + key + " that runs on " + arch);
     const BundleImage& image = e.images[chosen->index];
-    // The index was checked when opened; a symlink inside the bundle could still point out of it.
-    std::error_code ec;
-    auto real = std::filesystem::weakly_canonical(m_dir / image.file, ec);
-    auto root = std::filesystem::weakly_canonical(m_dir, ec);
-    auto [stop, at] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
-    if (ec || stop != root.end()) {
-      return make_error(ErrorCode::k_invalid_argument,
-                        "refusing " + (m_dir / image.file).string() + ": it resolves outside the bundle");
-    }
-    std::ifstream f(m_dir / image.file, std::ios::binary);
-    std::ostringstream data;
-    data << f.rdbuf();
-    Found found{image, data.str(), chosen->needs_jit};
-    if (!f || found.data.size() != image.size || sha256_hex(found.data) != image.sha256) {
-      return make_error(ErrorCode::k_internal, "refusing " + (m_dir / image.file).string() +
-                                                   ": its SHA-256 does not match the bundle index (corrupt bundle)");
-    }
-    return found;
+    auto data = read_image(image);
+    if (!data) return data.error();
+    return Found{image, std::move(*data), chosen->needs_jit};
   }
   return make_error(ErrorCode::k_not_found, "key " + key + " is not in the bundle");
 }

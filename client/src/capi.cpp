@@ -217,7 +217,8 @@ kcache_status kcache_bundle_fetch(const kcache_bundle* bundle, const char* key_h
     }
     std::optional<kcache::ImageKind> only;
     if (kind != KCACHE_KIND_ANY) only = kcache::wire::from_proto(static_cast<kcache::v1::ImageKind>(kind));
-    auto found = bundle->bundle.fetch(key_hex, arch, only);
+    // Only what this machine's driver loads (none stated where it has no driver).
+    auto found = bundle->bundle.fetch(key_hex, arch, only, kcache::installed_driver_version());
     if (!found) return fail(found.error());
     kcache::FetchedImage fetched;
     fetched.image.set_arch(found->image.id.arch);

@@ -160,6 +160,8 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // outlives the caller's wait still lands in the cache. Waits up to the job timeout.
   // Identical concurrent requests share one compile; `coalesced` says this one waited for
   // another's.
+  // Whether every one of `images` of (side, key) is in the store now.
+  bool all_stored(Side side, const Key& key, const std::vector<ImageRequest>& images);
   Expected<CompileOutput> compile_and_store(const JobSpec& spec, const Key& key,
                                             const std::vector<std::string_view>& modules,
                                             std::vector<ImageRequest> missing, bool& coalesced);

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "daemon_fixture.hpp"
+#include "kcache/bundle.hpp"
 #include "kcache/driver.hpp"
 
 namespace kcache::test {
@@ -229,6 +230,68 @@ TEST_F(DriverAware, FetchReturnsOnlyImagesTheStatedDriverLoads) {
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->image.kind(), v1::KIND_PTX);
   EXPECT_LE(ptx_version_of(loaded->data), 87);
+}
+
+// Bundles know the driver too: `precompile --driver` makes images that driver loads, and
+// `bundle-fetch --driver` never serves one it rejects.
+TEST_F(DriverAware, BundlesArePrecompiledAndServedForADriver) {
+  if (m_daemon_isa <= 84) GTEST_SKIP() << "this toolkit's PTX ISA is 8.4 or older: a 12.4 driver takes it";
+  TempDir dir;
+  write_file(dir.path() / "saxpy.ll", read_test_data("kernels/saxpy.ll"));
+  write_file(dir.path() / "m.json",
+             R"({"archs": ["sm_80"], "modules": [{"path": "saxpy.ll", "emit": ["ptx", "cubin"]}]})");
+  auto precompile = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"precompile", (dir.path() / "m.json").string(), "--out", (dir.path() / out).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args, m_daemon->address());
+  };
+  auto fetch = [&](const std::string& bundle, const std::string& key, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"bundle-fetch", (dir.path() / bundle).string(), key, "--arch", "sm_80", "-o",
+                                     (dir.path() / (bundle + ".out")).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args, "");
+  };
+
+  ASSERT_EQ(precompile("current", {}).exit_code, 0);
+  auto current = Bundle::open(dir.path() / "current");
+  ASSERT_TRUE(current) << current.error().message;
+  EXPECT_EQ(current->index().cuda_version, static_cast<CudaVersion>(m_client->capabilities()->cuda_version()));
+  std::string key = current->index().entries.at(0).key;
+  auto any = fetch("current", key, {});
+  ASSERT_EQ(any.exit_code, 0) << any.err;
+  EXPECT_NE(any.out.find("cubin"), std::string::npos) << any.out;
+  auto refused = fetch("current", key, {"--driver", "12.4"});
+  EXPECT_EQ(refused.exit_code, 4) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("precompile it with --driver 12.4"), std::string::npos) << refused.err;
+  auto new_driver = fetch("current", key, {"--driver", "13.0"});
+  EXPECT_EQ(new_driver.exit_code, 0) << new_driver.err;
+
+  auto made = precompile("old", {"--driver", "12.4"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  auto old = Bundle::open(dir.path() / "old");
+  ASSERT_TRUE(old) << old.error().message;
+  EXPECT_EQ(old->index().driver_version, 12040u);
+  std::string old_key = old->index().entries.at(0).key;
+  EXPECT_NE(old_key, key);
+  auto served = fetch("old", old_key, {"--driver", "12.4"});
+  ASSERT_EQ(served.exit_code, 0) << served.err;
+  EXPECT_NE(served.out.find("needs JIT"), std::string::npos) << served.out;
+  EXPECT_LE(ptx_version_of(read_file(dir.path() / "old.out")), 84);
+  auto direct = old->fetch(old_key, "sm_80", std::nullopt, 12040);
+  ASSERT_TRUE(direct) << direct.error().message;
+  EXPECT_EQ(direct->image.id.kind, ImageKind::ptx);
+
+  EXPECT_EQ(fetch("old", old_key, {"--driver", "12.45"}).exit_code, 2);
+  EXPECT_EQ(precompile("bad", {"--driver", "twelve"}).exit_code, 2);
+  // A hand-edited index with an impossible toolkit version is a bad bundle.
+  std::string index = read_file(dir.path() / "old" / "index.json");
+  const std::string stated = "\"driver_version\": 12040";
+  ASSERT_NE(index.find(stated), std::string::npos) << index;
+  index.replace(index.find(stated), stated.size(), "\"driver_version\": 12345");
+  write_file(dir.path() / "old" / "index.json", index);
+  auto bad_index = fetch("old", old_key, {});
+  EXPECT_EQ(bad_index.exit_code, 3) << bad_index.err;
+  EXPECT_NE(bad_index.err.find("driver_version"), std::string::npos) << bad_index.err;
 }
 
 TEST_F(DriverAware, TheCliTakesDriverAndRefusesAMalformedOne) {

@@ -1,6 +1,7 @@
 // Precompiled bundles: the images of a set of kernels for a set of GPUs, written by
 // `kcache precompile` and served with no daemon at all. Layout (format kcache-bundle-1):
-//   DIR/index.json      {"format", "fingerprint", "entries": [{"module", "key", "side",
+//   DIR/index.json      {"format", "fingerprint", "cuda_version", "driver_version",
+//                        "entries": [{"module", "key", "side",
 //                        "images": [{"arch", "kind", "size", "sha256", "file", "kernels"}]}]}
 //   DIR/images/KEY.ARCH.KIND   the image bytes
 // The index is checked field by field when read (types, enums, hex digests, image files only
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kcache/driver.hpp"
 #include "kcache/expected.hpp"
 #include "kcache/job.hpp"
 
@@ -39,6 +41,8 @@ struct BundleEntry {
 struct BundleIndex {
   std::string fingerprint;
   std::vector<BundleEntry> entries;
+  CudaVersion cuda_version = 0;    // the toolkit that made its cubins (13000); 0: unknown
+  CudaVersion driver_version = 0;  // the driver it was precompiled for (--driver); 0: none stated
 };
 
 Expected<void> write_bundle_index(const std::filesystem::path& dir, const BundleIndex& index);
@@ -61,9 +65,15 @@ class Bundle {
   };
   // The best image of `key` for `arch` by the same rules as the daemon's Fetch, read and checked
   // against the index's digest (a mismatch is DATA_LOSS-like: refused as INTERNAL, naming the file).
-  Expected<Found> fetch(const std::string& key, const std::string& arch, std::optional<ImageKind> kind = {}) const;
+  // With `driver` (a CUDA version; 0: none stated), only an image that driver loads: no cubin
+  // from a toolkit of a newer major version, no PTX above the ISA it JITs.
+  Expected<Found> fetch(const std::string& key, const std::string& arch, std::optional<ImageKind> kind = {},
+                        CudaVersion driver = 0) const;
 
  private:
+  // The file of `image`, read and checked against the index (size, digest, inside the bundle).
+  Expected<std::string> read_image(const BundleImage& image) const;
+
   std::filesystem::path m_dir;
   BundleIndex m_index;
 };

@@ -103,8 +103,9 @@ kcache_status kcache_fetch(kcache_client *client, const char *key_hex, const cha
 kcache_status kcache_fetch_or_compile(kcache_client *client, const void *module, size_t module_size,
                                       const kcache_job *job, const char *device_arch, kcache_image **out);
 
-/* Bundles made by `kcache precompile`, served with no daemon: the same selection rules, and a
- * file whose digest does not match the bundle's index is refused (KCACHE_INTERNAL). */
+/* Bundles made by `kcache precompile`, served with no daemon: the same selection rules (an image
+ * this machine's driver, where it has one, loads), and a file whose digest does not match the
+ * bundle's index is refused (KCACHE_INTERNAL). */
 typedef struct kcache_bundle kcache_bundle;
 kcache_status kcache_bundle_open(const char *dir, kcache_bundle **out);
 kcache_status kcache_bundle_fetch(const kcache_bundle *bundle, const char *key_hex, const char *arch, int kind,
