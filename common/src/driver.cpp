@@ -24,10 +24,10 @@ std::optional<std::uint32_t> parse_number(std::string_view text) {
 }
 
 Error malformed(std::string_view text, std::string_view why) {
-  return {ErrorCode::k_invalid_argument, "'" + std::string(text.substr(0, 40)) + "' is not a CUDA driver version (" +
-                                             std::string(why) +
-                                             "): give MAJOR.MINOR as nvidia-smi shows it (12.4), or "
-                                             "cuDriverGetVersion's number (12040)"};
+  return make_error(ErrorCode::k_invalid_argument, "'" + std::string(text.substr(0, 40)) +
+                                                       "' is not a CUDA driver version (" + std::string(why) +
+                                                       "): give MAJOR.MINOR as nvidia-smi shows it (12.4), or "
+                                                       "cuDriverGetVersion's number (12040)");
 }
 
 }  // namespace
