@@ -144,6 +144,22 @@ std::string assembler_name(const Toolchain& t) {
   return t.nvjitlink ? "nvJitLink " + t.nvjitlink->version() : "ptxas";
 }
 
+Digest toolchain_fingerprint(const Toolchain& t) {
+  // Only what shapes device output: the host triple is left out, so daemons on x86-64 and
+  // aarch64 with the same versions share device keys. A host job's key carries the triple
+  // itself (KEY_FORMAT.md tag 5).
+  Sha256 h;
+  hash_part(h, "pipeline", std::to_string(k_pipeline_version));
+  hash_part(h, "llvm", t.llvm_version);
+  hash_part(h, "rtlib", t.rtlib_digest);
+  hash_part(h, "ptxas", t.cuda_present ? t.ptxas_version : "absent");
+  hash_part(h, "ptx", std::to_string(t.max_ptx_version));
+  hash_part(h, "assembler", assembler_name(t));
+  hash_part(h, "cudadevrt", t.cudadevrt.empty() ? "absent" : "present");
+  hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
+  return h.finish();
+}
+
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler) {
   initialise_llvm();
   Toolchain t;
@@ -156,17 +172,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   if (t.cuda_present && assembler != CubinAssembler::ptxas) t.nvjitlink = NvJitLink::open(cuda_root);
   t.max_ptx_version = newest_common_ptx_version(t);
 
-  Sha256 h;
-  hash_part(h, "pipeline", std::to_string(k_pipeline_version));
-  hash_part(h, "llvm", t.llvm_version);
-  hash_part(h, "host", t.host_triple);
-  hash_part(h, "rtlib", t.rtlib_digest);
-  hash_part(h, "ptxas", t.cuda_present ? t.ptxas_version : "absent");
-  hash_part(h, "ptx", std::to_string(t.max_ptx_version));
-  hash_part(h, "assembler", assembler_name(t));
-  hash_part(h, "cudadevrt", t.cudadevrt.empty() ? "absent" : "present");
-  hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
-  t.fingerprint = h.finish();
+  t.fingerprint = toolchain_fingerprint(t);
   return t;
 }
 

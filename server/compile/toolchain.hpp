@@ -47,6 +47,10 @@ struct Toolchain {
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root,
                            CubinAssembler assembler = CubinAssembler::automatic);
 
+// The fingerprint of `toolchain` (KEY_FORMAT.md): every part that shapes what the pipelines
+// emit, and not the host triple.
+Digest toolchain_fingerprint(const Toolchain& toolchain);
+
 // "nvJitLink 13.0", "ptxas", or "none".
 std::string assembler_name(const Toolchain& toolchain);
 

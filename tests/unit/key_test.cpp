@@ -1,6 +1,7 @@
 // Key derivation: every input that changes the code changes the key; nothing else does.
 #include <gtest/gtest.h>
 
+#include "compile/toolchain.hpp"
 #include "kcache/driver.hpp"
 #include "kcache/key.hpp"
 
@@ -150,6 +151,35 @@ TEST(Key, LinkedModulesAreForTheDeviceAndBounded) {
   auto too_many = canonicalize(many, "x86_64-pc-linux-gnu");
   ASSERT_FALSE(too_many);
   EXPECT_NE(too_many.error().message.find("at most 64"), std::string::npos) << too_many.error().message;
+}
+
+
+// A mixed fleet (x86-64 and aarch64 daemons with the same toolchain versions) shares device
+// entries: the fingerprint leaves the host triple out. Host keys keep it through the target.
+TEST(Key, DeviceKeysAreTheSameOnAnotherHostAndHostKeysAreNot) {
+  server::Toolchain x86;
+  x86.llvm_version = "22.1.0";
+  x86.host_triple = "x86_64-pc-linux-gnu";
+  x86.rtlib_digest = "rtlib";
+  x86.cuda_present = true;
+  x86.ptxas_version = "Cuda compilation tools, release 13.0, V13.0.48";
+  x86.max_ptx_version = 90;
+  server::Toolchain grace = x86;
+  grace.host_triple = "aarch64-unknown-linux-gnu";
+  ASSERT_EQ(server::toolchain_fingerprint(x86), server::toolchain_fingerprint(grace));
+  server::Toolchain newer = x86;
+  newer.ptxas_version = "Cuda compilation tools, release 13.1, V13.1.80";
+  EXPECT_NE(server::toolchain_fingerprint(newer), server::toolchain_fingerprint(x86)) << "a toolkit shapes device output";
+
+  auto key_on = [](const server::Toolchain& daemon, Side side) {
+    JobSpec spec;
+    spec.side = side;
+    EXPECT_TRUE(canonicalize(spec, daemon.host_triple));
+    return compute_key(spec, "define void @k() { ret void }", server::toolchain_fingerprint(daemon));
+  };
+  EXPECT_EQ(key_on(x86, Side::device), key_on(grace, Side::device));
+  EXPECT_NE(key_on(x86, Side::host), key_on(grace, Side::host)) << "a host object is for its host alone";
+  EXPECT_NE(key_on(x86, Side::host), key_on(x86, Side::device));
 }
 
 }  // namespace
