@@ -3,13 +3,10 @@ starts the built kcached; deploy/README.md documents every flag of server/config
 
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from deploy_common import Checker, kcache_size, kcached_flags, load_toml, load_yaml_documents
+from deploy_common import Checker, Kcached, kcache_size, kcached_flags, load_toml, load_yaml_documents
 
 
 def shipped_configs(source_dir):
@@ -28,28 +25,12 @@ def shipped_configs(source_dir):
 
 def run_with_config(kcached, config_file, tmp):
     """Starts kcached on the config (with its own address and db), then stops it; returns a problem or None."""
-    port_file = Path(tmp) / "port"
-    port_file.unlink(missing_ok=True)
     # Address, db and port file are the test's own; one worker, because each worker probes the
     # toolchain at start and only starting is tested. Everything else comes from the config.
-    argv = [kcached, "--config", str(config_file), "--listen", "127.0.0.1:0", "--db", str(Path(tmp) / "db"),
-            "--port-file", str(port_file), "--workers", "1"]
-    log = open(Path(tmp) / "log", "w+")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    started = port_file.exists()
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        code = proc.wait()
-    log.seek(0)
-    output = log.read()
-    log.close()
+    daemon = Kcached(kcached, ["--config", str(config_file), "--listen", "127.0.0.1:0",
+                               "--db", str(Path(tmp) / "db"), "--workers", "1"], tmp)
+    started = daemon.wait_listening()
+    code, output = daemon.stop()
     if not started or code != 0:
         return f"kcached {'started' if started else 'did not start'} and exited {code}:\n{output.strip()}"
     return None
