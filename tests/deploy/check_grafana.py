@@ -2,7 +2,6 @@
 kcached exposes, so a renamed metric breaks this test and not the operators' dashboard."""
 
 import json
-import os
 import re
 import socket
 import tempfile
@@ -11,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from deploy_common import Checker, Kcached
+from deploy_common import Checker, Kcached, credential_file
 
 # PromQL words that look like metric names but are not (functions are recognised by their "(").
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
@@ -140,9 +139,7 @@ def scrape(port, daemon, seconds=30):
 def scrape_kcached(kcached, tmp):
     """(/metrics text or None, a problem or None) of a kcached with a remote tier configured."""
     metrics_port = free_port()
-    secret = Path(tmp) / "fleet-secret"
-    secret.write_bytes(os.urandom(64))
-    secret.chmod(0o600)
+    secret = credential_file(tmp, "fleet-secret")
     # The remote tier is on so that its metrics are there; nothing listens at that Redis address,
     # which kcached must take as Redis being down, not as a reason not to start.
     args = ["--listen", "127.0.0.1:0", "--metrics-listen", f"127.0.0.1:{metrics_port}",

@@ -2,6 +2,7 @@
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -128,3 +129,12 @@ class Kcached:
         output = self.log.read()
         self.log.close()
         return code, output
+
+
+def credential_file(tmp, name, size=64):
+    """A file of `size` random bytes that only its owner reads: a stand-in for a fleet secret or a
+    Redis password (kcached wants at least 32 bytes of secret)."""
+    path = Path(tmp) / name
+    path.write_bytes(secrets.token_hex(size // 2).encode())
+    path.chmod(0o600)
+    return path
