@@ -99,7 +99,8 @@ def check_references(c, where, pod, secrets, config_maps, claims=()):
             if c.expect(name in secrets, f"{where}: volume {vol.get('name')} names the Secret {name}, which "
                         "neither a Secret manifest nor a secretGenerator makes"):
                 for item in vol["secret"].get("items") or []:
-                    c.expect(item.get("key") in secrets[name], f"{where}: the Secret {name} has no key {item.get('key')}")
+                    c.expect(item.get("key") in secrets[name],
+                             f"{where}: the Secret {name} has no key {item.get('key')}")
         if "configMap" in vol:
             name = vol["configMap"].get("name")
             if c.expect(name in config_maps, f"{where}: volume {vol.get('name')} names the ConfigMap {name}, "
@@ -111,7 +112,8 @@ def check_references(c, where, pod, secrets, config_maps, claims=()):
     for ctr in containers(pod):
         cwhere = f"{where} container {ctr.get('name')}"
         for mount in ctr.get("volumeMounts") or []:
-            c.expect(mount.get("name") in volumes, f"{cwhere} mounts {mount.get('name')}, which is no volume of its pod")
+            c.expect(mount.get("name") in volumes,
+                     f"{cwhere} mounts {mount.get('name')}, which is no volume of its pod")
         for env in ctr.get("env") or []:
             ref = (env.get("valueFrom") or {}).get("secretKeyRef")
             if ref:
@@ -261,6 +263,71 @@ def check_alternatives_agree(c, kcached_pods):
                  "keep the alternatives in step")
 
 
+def check_services(c, services, templates):
+    """Every Service selects pods of these manifests and targets ports they expose."""
+    for name, svc in services.items():
+        selector = {"matchLabels": svc.get("spec", {}).get("selector") or {}}
+        pods = [pod for _, _, _, labels, pod in templates if selector["matchLabels"] and matches(selector, labels)]
+        if not c.expect(pods, f"the Service {name} selects no pods of these manifests"):
+            continue
+        for sp in svc.get("spec", {}).get("ports") or []:
+            target = sp.get("targetPort", sp.get("port"))
+            c.expect(any(target in (p.get("name"), p.get("containerPort"))
+                         for pod in pods for ctr in containers(pod) for p in ctr.get("ports") or []),
+                     f"the Service {name} port {sp.get('name')} targets {target!r}, which its pods do not expose")
+
+
+def check_fleet_kcached(c, where, pod, config_maps, secrets, flags, redis, redis_secrets):
+    """A kcached pod of the fleet: the shared checks, the remote tier and its credentials, and its
+    own tier on an emptyDir."""
+    ctr, config = check_kcached_pod(c, where, pod, config_maps, flags)
+    if ctr is None or config is None:
+        return
+    c.expect(config.get("remote"), f"{where}: kcached has no remote: it would not share the cache")
+    check_remote(c, where, config, redis)
+    for key in ("remote-secret-file", "remote-password-file"):
+        path = config.get(key)
+        if not c.expect(path, f"{where}: kcached is not given --{key} (the Redis Cluster requires a password; "
+                        "the fleet secret signs every entry)"):
+            continue
+        secret, problem = secret_file(pod, ctr, str(path), secrets)
+        # A path under /run/secrets had its problem reported with the pod's references.
+        c.expect(problem is None or re.fullmatch(SECRET_PATH, str(path)), f"{where}: --{key} {path}: {problem}")
+        if key == "remote-password-file" and secret:
+            c.expect(secret in redis_secrets, f"{where}: --{key} reads the Secret {secret}, which the Redis "
+                     f"pods do not use ({', '.join(sorted(redis_secrets))})")
+    # The pod's own tier: an emptyDir, max-size within it, both within the ephemeral storage.
+    mount = db_mount(c, where, ctr, config)
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    empty_dir = (volumes.get((mount or {}).get("name")) or {}).get("emptyDir")
+    if mount and c.expect(empty_dir is not None and k8s_quantity(empty_dir.get("sizeLimit")),
+                          f"{where}: db is not on an emptyDir with a sizeLimit"):
+        check_max_size_fits(c, where, config, k8s_quantity(empty_dir["sizeLimit"]), empty_dir["sizeLimit"])
+    on_disk = sum(k8s_quantity(v["emptyDir"].get("sizeLimit")) or 0 for v in volumes.values()
+                  if "emptyDir" in v and v["emptyDir"].get("medium") != "Memory")
+    storage = k8s_quantity(((ctr.get("resources") or {}).get("limits") or {}).get("ephemeral-storage"))
+    c.expect(storage and on_disk <= storage, f"{where}: limits.ephemeral-storage does not hold the emptyDirs' "
+             "sizeLimits: the kubelet would evict the pod as its cache fills")
+
+
+def check_redis_access(c, docs, templates, redis_labels):
+    """Who may reach Redis (NetworkPolicy), and how many of its nodes may be down at once (PDB)."""
+    reaches = [(where, labels, "redis") for where, kind, _, labels, _ in templates if kind != "StatefulSet"] + \
+              [("the Redis nodes", redis_labels, "cluster-bus")]
+    for _, policy in docs.get("NetworkPolicy", []):
+        spec = policy.get("spec", {})
+        if not matches(spec.get("podSelector"), redis_labels):
+            continue
+        for where, labels, port in reaches:
+            c.expect(any(any(matches(f.get("podSelector"), labels) for f in rule.get("from") or [])
+                         and any(p.get("port") == port for p in rule.get("ports") or [])
+                         for rule in spec.get("ingress") or []),
+                     f"the NetworkPolicy {policy['metadata']['name']} does not let {where} reach Redis's {port} port")
+    pdbs = [doc for _, doc in docs.get("PodDisruptionBudget", []) if matches(doc["spec"].get("selector"), redis_labels)]
+    c.expect(len(pdbs) == 1 and pdbs[0]["spec"].get("maxUnavailable") == 1,
+             "expected one PodDisruptionBudget letting one Redis node at a time go (maxUnavailable: 1)")
+
+
 def check_fleet(source_dir):
     c = Checker("deploy.fleet")
     fleet_dir = source_dir / "deploy/k8s/fleet"
@@ -306,17 +373,7 @@ def check_fleet(source_dir):
                 if ctr.get("name") != "kcached":  # check_kcached_pod checks that one
                     check_security(c, f"{where} container {ctr.get('name')}", pod, ctr)
 
-    # Services select pods here and target their ports.
-    for name, svc in services.items():
-        selector = {"matchLabels": svc.get("spec", {}).get("selector") or {}}
-        pods = [pod for _, _, _, labels, pod in templates if selector["matchLabels"] and matches(selector, labels)]
-        if not c.expect(pods, f"the Service {name} selects no pods of these manifests"):
-            continue
-        for sp in svc.get("spec", {}).get("ports") or []:
-            target = sp.get("targetPort", sp.get("port"))
-            c.expect(any(target in (p.get("name"), p.get("containerPort"))
-                         for pod in pods for ctr in containers(pod) for p in ctr.get("ports") or []),
-                     f"the Service {name} port {sp.get('name')} targets {target!r}, which its pods do not expose")
+    check_services(c, services, templates)
 
     # The Redis Cluster.
     redis_sts = [doc for _, doc in docs.get("StatefulSet", [])
@@ -326,8 +383,8 @@ def check_fleet(source_dir):
     jobs = [doc for _, doc in docs.get("Job", [])]
     redis = check_redis(c, redis_sts[0], config_maps, services, jobs[0] if jobs else None)
     redis_labels = redis_sts[0]["spec"]["template"]["metadata"].get("labels") or {}
-    redis_secrets = {v["secret"].get("secretName") for v in redis_sts[0]["spec"]["template"]["spec"].get("volumes") or []
-                     if "secret" in v}
+    redis_pod = redis_sts[0]["spec"]["template"]["spec"]
+    redis_secrets = {v["secret"].get("secretName") for v in redis_pod.get("volumes") or [] if "secret" in v}
 
     # kcached, as a Deployment or a DaemonSet.
     kcached_pods = []
@@ -335,50 +392,9 @@ def check_fleet(source_dir):
         if kind not in ("Deployment", "DaemonSet"):
             continue
         kcached_pods.append((where, pod))
-        ctr, config = check_kcached_pod(c, where, pod, config_maps, flags)
-        if ctr is None or config is None:
-            continue
-        c.expect(config.get("remote"), f"{where}: kcached has no remote: it would not share the cache")
-        check_remote(c, where, config, redis)
-        for key in ("remote-secret-file", "remote-password-file"):
-            path = config.get(key)
-            if not c.expect(path, f"{where}: kcached is not given --{key} (the Redis Cluster requires a password; "
-                            "the fleet secret signs every entry)"):
-                continue
-            secret, problem = secret_file(pod, ctr, str(path), secrets)
-            # A path under /run/secrets had its problem reported with the pod's references.
-            c.expect(problem is None or re.fullmatch(SECRET_PATH, str(path)), f"{where}: --{key} {path}: {problem}")
-            if key == "remote-password-file" and secret:
-                c.expect(secret in redis_secrets, f"{where}: --{key} reads the Secret {secret}, which the Redis "
-                         f"pods do not use ({', '.join(sorted(redis_secrets))})")
-        # The pod's own tier: an emptyDir, max-size within it, both within the ephemeral storage.
-        mount = db_mount(c, where, ctr, config)
-        volumes = {v.get("name"): v for v in pod.get("volumes") or []}
-        empty_dir = (volumes.get((mount or {}).get("name")) or {}).get("emptyDir")
-        if mount and c.expect(empty_dir is not None and k8s_quantity(empty_dir.get("sizeLimit")),
-                              f"{where}: db is not on an emptyDir with a sizeLimit"):
-            check_max_size_fits(c, where, config, k8s_quantity(empty_dir["sizeLimit"]), empty_dir["sizeLimit"])
-        on_disk = sum(k8s_quantity(v["emptyDir"].get("sizeLimit")) or 0 for v in volumes.values()
-                      if "emptyDir" in v and v["emptyDir"].get("medium") != "Memory")
-        storage = k8s_quantity(((ctr.get("resources") or {}).get("limits") or {}).get("ephemeral-storage"))
-        c.expect(storage and on_disk <= storage, f"{where}: limits.ephemeral-storage does not hold the emptyDirs' "
-                 "sizeLimits: the kubelet would evict the pod as its cache fills")
+        check_fleet_kcached(c, where, pod, config_maps, secrets, flags, redis, redis_secrets)
     c.expect(kcached_pods, "no Deployment or DaemonSet runs kcached")
     check_alternatives_agree(c, kcached_pods)
 
-    # Who may reach Redis, and how many of its nodes may be down at once.
-    reaches = [(where, labels, "redis") for where, kind, _, labels, _ in templates if kind != "StatefulSet"] + \
-              [("the Redis nodes", redis_labels, "cluster-bus")]
-    for _, policy in docs.get("NetworkPolicy", []):
-        spec = policy.get("spec", {})
-        if not matches(spec.get("podSelector"), redis_labels):
-            continue
-        for where, labels, port in reaches:
-            c.expect(any(any(matches(f.get("podSelector"), labels) for f in rule.get("from") or [])
-                         and any(p.get("port") == port for p in rule.get("ports") or [])
-                         for rule in spec.get("ingress") or []),
-                     f"the NetworkPolicy {policy['metadata']['name']} does not let {where} reach Redis's {port} port")
-    pdbs = [doc for _, doc in docs.get("PodDisruptionBudget", []) if matches(doc["spec"].get("selector"), redis_labels)]
-    c.expect(len(pdbs) == 1 and pdbs[0]["spec"].get("maxUnavailable") == 1,
-             "expected one PodDisruptionBudget letting one Redis node at a time go (maxUnavailable: 1)")
+    check_redis_access(c, docs, templates, redis_labels)
     return c.finish()

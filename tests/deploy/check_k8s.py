@@ -5,8 +5,8 @@ deploy.fleet (check_fleet.py), which runs them on the fleet's Deployment and Dae
 
 import os
 
-from deploy_common import (Checker, k8s_quantity, kcache_size, kcached_flags, listen_port, load_toml, load_yaml_documents,
-                           under)
+from deploy_common import (Checker, k8s_quantity, kcache_size, kcached_flags, listen_port, load_toml,
+                           load_yaml_documents, under)
 
 
 def load_manifests(c, folder, expected_api):
