@@ -3,13 +3,11 @@ starts the built kcached; deploy/README.md documents every flag of server/config
 
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from deploy_common import Checker, kcache_size, kcached_flags, load_toml, load_yaml_documents
+from deploy_common import (Checker, Kcached, credential_file, kcache_size, kcached_flags, load_toml,
+                           load_yaml_documents)
 
 
 def shipped_configs(source_dir):
@@ -17,7 +15,7 @@ def shipped_configs(source_dir):
     configs = {}
     for path in sorted((source_dir / "deploy").rglob("*.toml")):
         configs[str(path.relative_to(source_dir))] = path.read_text()
-    for path in sorted((source_dir / "deploy/k8s").glob("*.yaml")):
+    for path in sorted((source_dir / "deploy/k8s").rglob("*.yaml")):
         for doc in load_yaml_documents(path):
             if doc.get("kind") == "ConfigMap":
                 for key, text in (doc.get("data") or {}).items():
@@ -26,30 +24,19 @@ def shipped_configs(source_dir):
     return configs
 
 
-def run_with_config(kcached, config_file, tmp):
+def run_with_config(kcached, config_file, config, tmp):
     """Starts kcached on the config (with its own address and db), then stops it; returns a problem or None."""
-    port_file = Path(tmp) / "port"
-    port_file.unlink(missing_ok=True)
     # Address, db and port file are the test's own; one worker, because each worker probes the
     # toolchain at start and only starting is tested. Everything else comes from the config.
-    argv = [kcached, "--config", str(config_file), "--listen", "127.0.0.1:0", "--db", str(Path(tmp) / "db"),
-            "--port-file", str(port_file), "--workers", "1"]
-    log = open(Path(tmp) / "log", "w+")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    started = port_file.exists()
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        code = proc.wait()
-    log.seek(0)
-    output = log.read()
-    log.close()
+    args = ["--config", str(config_file), "--listen", "127.0.0.1:0", "--db", str(Path(tmp) / "db"), "--workers", "1"]
+    # A config that joins a fleet names its machine's credential files (or leaves them to flags, as
+    # the Kubernetes pods do); the test's own stand in. Redis need not answer for kcached to start.
+    for key in ("remote-secret-file", "remote-password-file"):
+        if key in config or (key == "remote-secret-file" and "remote" in config):
+            args += [f"--{key}", str(credential_file(tmp, key))]
+    daemon = Kcached(kcached, args, tmp)
+    started = daemon.wait_listening()
+    code, output = daemon.stop()
     if not started or code != 0:
         return f"kcached {'started' if started else 'did not start'} and exited {code}:\n{output.strip()}"
     return None
@@ -66,17 +53,18 @@ def check_config(source_dir, kcached):
             # kcached exits 2 on a key it does not know; name it here, against the flag list.
             for key in sorted(set(config) - keys):
                 c.expect(False, f"{name}: {key!r} is not a kcached flag (known: {', '.join(sorted(keys))})")
-            for key in ("max-size", "max-module-size", "worker-memory"):
+            for key in ("max-size", "max-module-size", "worker-memory", "hot-cache-size", "remote-write-queue-size"):
                 if key in config:
                     c.expect(kcache_size(config[key]) is not None,
                              f"{name}: {key} = {config[key]!r} is not a size")
-            for key in ("workers", "queue-depth", "max-archs", "job-timeout"):
+            for key in ("workers", "queue-depth", "max-archs", "job-timeout", "remote-timeout-ms",
+                        "remote-connect-timeout-ms", "remote-lease-ms"):
                 if key in config:
                     c.expect(isinstance(config[key], int) and config[key] >= 0, f"{name}: {key} is not a count")
             # And kcached itself reads it: values are validated, the daemon starts and drains.
             config_file = Path(tmp) / "kcached.toml"
             config_file.write_text(text)
-            problem = run_with_config(kcached, config_file, tmp)
+            problem = run_with_config(kcached, config_file, config, tmp)
             c.expect(problem is None, f"{name}: {problem}")
             shutil.rmtree(Path(tmp) / "db", ignore_errors=True)
 

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from deploy_common import Checker, load_toml, skip, under
+from deploy_common import Checker, kcached_flags, load_toml, skip, under
 
 
 def unit_entries(path):
@@ -35,6 +35,38 @@ def seconds(text):
             return None
         total += int(number) * units[unit]
     return total
+
+
+def check_drop_in(c, path, exec_start, flags):
+    """A drop-in (kcached.service.d/*.conf) keeps the unit's command, adds real flags only, and
+    passes credentials as files systemd loads for the service."""
+    name = f"{path.parent.name}/{path.name}"
+    service = [(key, value) for section, key, value in unit_entries(path) if section == "Service"]
+    execs = [value for key, value in service if key == "ExecStart"]
+    if not execs:
+        return
+    c.expect(execs[0] == "" and len(execs) == 2 and execs[1],
+             f"{name}: a drop-in replaces ExecStart with an empty ExecStart= and then exactly one command")
+    words = execs[-1].split()
+    c.expect(words[:len(exec_start)] == exec_start,
+             f"{name}: ExecStart does not begin with the unit's own command ({' '.join(exec_start)}): the two would "
+             "drift apart")
+    for word in words[1:]:
+        c.expect(not word.startswith("--") or word in flags,
+                 f"{name}: ExecStart gives {word}, which is not a kcached flag (server/config.cpp)")
+    loaded = {value.partition(":")[0] for key, value in service
+              if key in ("LoadCredential", "LoadCredentialEncrypted", "SetCredential", "SetCredentialEncrypted")}
+    for cred in re.findall(r"(?:%d|\$\{CREDENTIALS_DIRECTORY\})/([\w.-]+)", execs[-1]):
+        c.expect(cred in loaded, f"{name}: ExecStart reads the credential {cred}, which no LoadCredential= loads")
+    if "--remote" in words:
+        c.expect("--remote-secret-file" in words, f"{name}: --remote without --remote-secret-file: kcached refuses "
+                 "to start")
+    # DynamicUser=yes: the service's user cannot read root's files; credentials are the way in.
+    for flag in ("--remote-secret-file", "--remote-password-file", "--tokens-file"):
+        if flag in words[:-1]:
+            value = words[words.index(flag) + 1]
+            c.expect(value.startswith(("%d/", "${CREDENTIALS_DIRECTORY}/")),
+                     f"{name}: {flag} {value} is not a credential (%d/NAME with LoadCredential=)")
 
 
 def check_systemd(source_dir, kcached):
@@ -73,6 +105,9 @@ def check_systemd(source_dir, kcached):
              f"ExecStart={' '.join(exec_start)}: expected /usr/local/bin/kcached")
     config_path = exec_start[exec_start.index("--config") + 1] if "--config" in exec_start[:-1] else None
     c.expect(config_path == "/etc/kcache/kcached.toml", "ExecStart does not pass --config /etc/kcache/kcached.toml")
+    drop_ins = sorted((unit.parent / f"{unit.name}.d").glob("*.conf"))
+    for drop_in in drop_ins:
+        check_drop_in(c, drop_in, exec_start, kcached_flags(source_dir))
 
     # The config installed there keeps the database in the one writable place, the StateDirectory.
     config = load_toml((source_dir / "deploy/systemd/kcached.toml").read_text(), "deploy/systemd/kcached.toml")
@@ -81,11 +116,17 @@ def check_systemd(source_dir, kcached):
              f"deploy/systemd/kcached.toml: db = {config.get('db')!r} is outside {state}, "
              "and ProtectSystem=strict makes everything else read-only")
 
-    # systemd's own checks, on a copy whose ExecStart is the built binary (verify wants it to exist).
+    # systemd's own checks, on a copy of the unit and its drop-ins (verify reads those beside the
+    # unit) whose ExecStart is the built binary (verify wants it to exist).
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / unit.name
-        text = re.sub(r"(?m)^ExecStart=/usr/local/bin/kcached\b", f"ExecStart={kcached}", unit.read_text())
-        copy.write_text(text)
+        def copy_of(path, to):
+            to.parent.mkdir(exist_ok=True)
+            to.write_text(re.sub(r"(?m)^ExecStart=/usr/local/bin/kcached\b", f"ExecStart={kcached}", path.read_text()))
+            return to
+
+        copy = copy_of(unit, Path(tmp) / unit.name)
+        for drop_in in drop_ins:
+            copy_of(drop_in, Path(tmp) / f"{unit.name}.d" / drop_in.name)
         env = dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER="", SYSTEMD_COLORS="0")
         # verify exits 0 on unknown keys and unparsable values (it only warns), so any output fails.
         r = subprocess.run([analyze, "verify", "--man=no", str(copy)], capture_output=True, text=True, env=env)

@@ -2,7 +2,12 @@
 
 import os
 import re
+import secrets
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 SKIP = 77
 
@@ -92,3 +97,44 @@ def kcached_flags(source_dir):
     if not flags:
         raise SystemExit("server/config.cpp: found no add_option(\"--...\"): has the parser moved?")
     return flags
+
+
+class Kcached:
+    """A kcached started on `args` plus the test's own --port-file in `tmp`, its log in tmp/log."""
+
+    def __init__(self, kcached, args, tmp):
+        self.port_file = Path(tmp) / "port"
+        self.port_file.unlink(missing_ok=True)
+        self.log = open(Path(tmp) / "log", "w+")
+        self.proc = subprocess.Popen([kcached, *args, "--port-file", str(self.port_file)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_listening(self, seconds=120):
+        """Whether kcached wrote its port file (it listens) before it exited or time ran out."""
+        deadline = time.monotonic() + seconds
+        while not self.port_file.exists() and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.port_file.exists()
+
+    def stop(self):
+        """SIGTERM (a drain), SIGKILL after 60 s; returns (exit code, the whole log)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.log.seek(0)
+        output = self.log.read()
+        self.log.close()
+        return code, output
+
+
+def credential_file(tmp, name, size=64):
+    """A file of `size` random bytes that only its owner reads: a stand-in for a fleet secret or a
+    Redis password (kcached wants at least 32 bytes of secret)."""
+    path = Path(tmp) / name
+    path.write_bytes(secrets.token_hex(size // 2).encode())
+    path.chmod(0o600)
+    return path
