@@ -82,6 +82,37 @@ ParsedConfig parse_config(int argc, char** argv) {
                "unless asked for");
   app.add_option("--metrics-listen", c.metrics_listen,
                  "HOST:PORT to serve Prometheus metrics on, over plain HTTP without authentication (GET /metrics)");
+  app.add_option("--remote", c.remote,
+                 "Share a cache with a fleet through Redis: redis://[USER@]HOST:PORT (one primary) or "
+                 "redis-cluster://HOST:PORT[,HOST:PORT...] (seed nodes of a Redis Cluster). Looked up after the "
+                 "local store, before compiling; local compiles are written to it in the background");
+  app.add_option("--remote-password-file", c.remote_password_file,
+                 "File holding the Redis password (the ACL user goes in the --remote URL)")
+      ->check(CLI::ExistingFile)
+      ->needs("--remote");
+  app.add_option("--remote-secret-file", c.remote_secret_file,
+                 "File holding the fleet's HMAC key (at least 32 bytes; every daemon of the fleet has the same). "
+                 "Remote entries without a valid tag are never served. Required with --remote")
+      ->check(CLI::ExistingFile)
+      ->needs("--remote");
+  app.add_flag("--remote-read-only", c.remote_read_only,
+               "Read the remote tier but never write it or take compile leases (untrusted zones)");
+  app.add_option("--remote-timeout-ms", c.remote_timeout_ms, "Time limit of one Redis operation (ms)")
+      ->check(CLI::Range(1u, 60000u))
+      ->capture_default_str();
+  app.add_option("--remote-connect-timeout-ms", c.remote_connect_timeout_ms, "Time limit of a Redis connect (ms)")
+      ->check(CLI::Range(1u, 60000u))
+      ->capture_default_str();
+  std::string remote_queue = "256M";
+  app.add_option("--remote-write-queue-size", remote_queue,
+                 "Bytes of compiled images waiting to be written to the remote; a write that does not fit is "
+                 "dropped and counted, never waited for (bytes, or with K/M/G)")
+      ->capture_default_str();
+  app.add_option("--remote-lease-ms", c.remote_lease_ms,
+                 "Lifetime of a fleet compile lease (ms), renewed while the compile runs; a daemon that dies "
+                 "holding one delays others by at most this")
+      ->check(CLI::Range(100u, 3600000u))
+      ->capture_default_str();
   app.add_flag("--verify", c.verify,
                "Check every entry of the database at --db (decoding, payloads, SHA-256, host image check, counters), "
                "print what is wrong and exit: 0 all good, 1 problems found. The daemon must be stopped");
@@ -101,12 +132,21 @@ ParsedConfig parse_config(int argc, char** argv) {
     if (auto e = parse_size_option(worker_memory, c.worker_memory); !e.empty()) {
       throw CLI::ValidationError("--worker-memory", e);
     }
+    if (auto e = parse_size_option(remote_queue, c.remote_write_queue_size); !e.empty()) {
+      throw CLI::ValidationError("--remote-write-queue-size", e);
+    }
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return {std::nullopt, code == 0 ? 0 : 2};
   }
   if (!c.tls_cert.empty() && c.tls_key.empty()) {
     std::fprintf(stderr, "--tls-cert needs --tls-key\n");
+    return {std::nullopt, 2};
+  }
+  if (!c.remote.empty() && c.remote_secret_file.empty()) {
+    std::fprintf(stderr,
+                 "--remote needs --remote-secret-file: the fleet's HMAC key, without which any client with access to "
+                 "Redis could plant an image the daemons serve (create one with `openssl rand -hex 32 > FILE`)\n");
     return {std::nullopt, 2};
   }
   if (c.workers == 0) c.workers = std::max(1u, std::thread::hardware_concurrency());

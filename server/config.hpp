@@ -35,6 +35,15 @@ struct Config {
   std::string http_listen;
   bool reflection = false;              // serve gRPC server reflection (it needs no token, as health)
   std::string metrics_listen;           // HOST:PORT for Prometheus text over plain HTTP; empty: off
+  // The remote tier shared by a fleet (server/remote/tier.hpp); empty: none.
+  std::string remote;                       // redis://[USER@]HOST:PORT or redis-cluster://HOST:PORT[,...]
+  std::filesystem::path remote_password_file;  // the Redis password, one line
+  std::filesystem::path remote_secret_file;    // the fleet's HMAC key (required with remote)
+  bool remote_read_only = false;            // read the remote; never write it or take leases
+  std::uint32_t remote_timeout_ms = 500;    // per Redis operation
+  std::uint32_t remote_connect_timeout_ms = 200;
+  std::uint64_t remote_write_queue_size = 256ULL << 20;  // bytes waiting to be written; more are dropped
+  std::uint32_t remote_lease_ms = 10000;    // lease time-to-live, renewed while compiling
   bool verify = false;  // --verify: check the database and exit instead of serving
   bool repair = false;  // --repair (with --verify): remove bad entries, fix counters
 };

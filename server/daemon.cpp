@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "compile/compiler.hpp"
@@ -20,6 +21,7 @@
 #include "service/auth.hpp"
 #include "service/call_gate.hpp"
 #include "service/service.hpp"
+#include "remote/tier.hpp"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
 #include "worker_pool.hpp"
@@ -29,6 +31,8 @@ namespace {
 
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
 constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
+// How long shutdown waits for queued remote writes.
+constexpr auto k_remote_flush_grace = std::chrono::seconds(2);
 constexpr std::size_t k_min_grpc_memory = 128ULL << 20;  // gRPC's buffers, at least (ResourceQuota)
 
 // libgrpc++_reflection registers its plugin for every server as soon as it is loaded; this takes
@@ -55,6 +59,42 @@ Expected<std::string> read_pem(const std::filesystem::path& path) {
     return make_error(ErrorCode::k_failed_precondition, "cannot read " + path.string());
   }
   return text.str();
+}
+
+// A one-line secret file (a password): its bytes less a trailing newline.
+Expected<std::string> read_secret_line(const std::filesystem::path& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (!in.good() && !in.eof()) return make_error(ErrorCode::k_failed_precondition, "cannot read " + path.string() + " (" + flag + ")");
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty() || text.size() > 4096 || text.find('\n') != std::string::npos) {
+    return make_error(ErrorCode::k_failed_precondition,
+                      path.string() + " (" + flag + ") must hold one line: the password, 1 to 4096 bytes");
+  }
+  return text;
+}
+
+// The remote tier of `config` (--remote and its files); null without --remote.
+Expected<std::unique_ptr<remote::RemoteTier>> open_remote(const Config& config, const Toolchain& toolchain) {
+  if (config.remote.empty()) return std::unique_ptr<remote::RemoteTier>();
+  auto redis = remote::parse_redis_url(config.remote);
+  if (!redis) return redis.error();
+  redis->connect_timeout = std::chrono::milliseconds(config.remote_connect_timeout_ms);
+  redis->operation_timeout = std::chrono::milliseconds(config.remote_timeout_ms);
+  if (!config.remote_password_file.empty()) {
+    auto password = read_secret_line(config.remote_password_file, "--remote-password-file");
+    if (!password) return password.error();
+    redis->password = std::move(*password);
+  }
+  auto secret = remote::FleetSecret::read(config.remote_secret_file);
+  if (!secret) return secret.error();
+  remote::RemoteOptions options;
+  options.url = config.remote;
+  options.redis = std::move(*redis);
+  options.read_only = config.remote_read_only;
+  options.write_queue_bytes = config.remote_write_queue_size;
+  options.lease_ttl = std::chrono::milliseconds(config.remote_lease_ms);
+  return std::make_unique<remote::RemoteTier>(std::move(options), std::move(*secret), toolchain.fingerprint);
 }
 
 // The PEM text for TLS (mutual with a client CA) when a certificate is given; none (plaintext)
@@ -137,6 +177,14 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
   d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, *d->m_auth,
                                                  *d->m_metrics, limits);
+  auto remote = open_remote(config, t);
+  if (!remote) return remote.error();
+  d->m_remote = std::move(*remote);
+  if (d->m_remote) {
+    d->m_service->set_remote(d->m_remote.get());
+    spdlog::info("remote tier: {}{} (operation timeout {} ms, lease {} ms)", config.remote,
+                 config.remote_read_only ? ", read-only" : "", config.remote_timeout_ms, config.remote_lease_ms);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection answers without a token (a plugin service, outside KCacheService's admission), so
@@ -224,6 +272,11 @@ void Daemon::shutdown() {
     m_server->Wait();
   }
   if (m_pool) m_pool->shutdown();
+  if (m_remote) {
+    // What this daemon compiled reaches the fleet, unless Redis is too slow to take it now.
+    std::size_t left = m_remote->drain(std::chrono::steady_clock::now() + k_remote_flush_grace);
+    if (left > 0) spdlog::warn("{} remote writes not made at shutdown", left);
+  }
   if (m_store) {
     if (auto flushed = m_store->flush(); !flushed) spdlog::error("{}", flushed.error().message);
   }

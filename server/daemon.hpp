@@ -21,6 +21,9 @@ class KCacheService;
 class Authenticator;
 class Metrics;
 class HttpListener;
+namespace remote {
+class RemoteTier;
+}
 namespace worker {
 class WorkerSet;
 }
@@ -42,6 +45,8 @@ class Daemon {
   Daemon() = default;
 
   std::unique_ptr<Store> m_store;
+  // Before m_pool and m_service: compiles finishing on pool threads queue writes to it.
+  std::unique_ptr<remote::RemoteTier> m_remote;  // --remote; null without
   std::unique_ptr<Compiler> m_compiler;
   std::unique_ptr<worker::WorkerSet> m_workers;
   std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone

@@ -90,10 +90,26 @@ std::string label(const std::string& v) {
   return out;
 }
 
+// One histogram's samples; `labels` ("tier=\"hot\"" or empty) go before `le`.
+void write_histogram(std::ostream& out, std::string_view name, const std::string& labels,
+                     const google::protobuf::RepeatedPtrField<v1::HistogramBucket>& buckets, double sum) {
+  std::string braces = labels.empty() ? "" : "{" + labels + "}";
+  std::uint64_t count = 0;
+  for (const v1::HistogramBucket& b : buckets) {
+    out << name << "_bucket{" << labels << (labels.empty() ? "" : ",") << "le=\"";
+    if (std::isinf(b.le())) out << "+Inf";
+    else out << b.le();
+    out << "\"} " << b.count() << "\n";
+    count = b.count();
+  }
+  out << name << "_sum" << braces << ' ' << sum << "\n" << name << "_count" << braces << ' ' << count << "\n";
+}
+
 // Stats fields that are levels, not running totals.
 bool is_gauge(const std::string& field) {
   return field == "entries" || field == "bytes" || field == "images" || field == "queued_jobs" ||
-         field == "running_jobs" || field == "max_bytes" || field == "hot_cache_bytes";
+         field == "running_jobs" || field == "max_bytes" || field == "hot_cache_bytes" ||
+         field == "remote_write_queue_depth" || field == "remote_write_queue_bytes" || field == "remote_breaker_open";
 }
 
 }  // namespace
@@ -117,6 +133,15 @@ void Metrics::observe_compile(double seconds) {
   ++m_compiles;
 }
 
+void Metrics::observe_tier(Tier tier, double seconds) {
+  std::size_t bucket = 0;
+  while (bucket < k_tier_buckets.size() && seconds > k_tier_buckets[bucket]) ++bucket;
+  std::lock_guard lock(m_mutex);
+  TierHistogram& h = m_tiers[static_cast<std::size_t>(tier)];
+  ++h.buckets[bucket];
+  h.seconds += seconds;
+}
+
 void Metrics::fill(v1::Stats& stats) const {
   std::lock_guard lock(m_mutex);
   for (const auto& [id, count] : m_requests) {
@@ -134,6 +159,19 @@ void Metrics::fill(v1::Stats& stats) const {
     b->set_count(cumulative);
   }
   stats.set_compile_seconds_sum(m_compile_seconds);
+  static constexpr std::array<const char*, 4> k_tier_names = {"hot", "local", "remote", "compile"};
+  for (std::size_t t = 0; t < m_tiers.size(); ++t) {
+    v1::TierLatency* out = stats.add_tier_seconds();
+    out->set_tier(k_tier_names[t]);
+    std::uint64_t running = 0;
+    for (std::size_t i = 0; i < m_tiers[t].buckets.size(); ++i) {
+      running += m_tiers[t].buckets[i];
+      v1::HistogramBucket* b = out->add_buckets();
+      b->set_le(i < k_tier_buckets.size() ? k_tier_buckets[i] : INFINITY);
+      b->set_count(running);
+    }
+    out->set_sum(m_tiers[t].seconds);
+  }
 }
 
 std::string Metrics::render(const v1::Stats& stats) {
@@ -161,16 +199,12 @@ std::string Metrics::render(const v1::Stats& stats) {
   }
   out << "# HELP kcache_compile_duration_seconds Compile time on a worker\n"
       << "# TYPE kcache_compile_duration_seconds histogram\n";
-  std::uint64_t count = 0;
-  for (const v1::HistogramBucket& b : stats.compile_seconds()) {
-    out << "kcache_compile_duration_seconds_bucket{le=\"";
-    if (std::isinf(b.le())) out << "+Inf";
-    else out << b.le();
-    out << "\"} " << b.count() << "\n";
-    count = b.count();
+  write_histogram(out, "kcache_compile_duration_seconds", "", stats.compile_seconds(), stats.compile_seconds_sum());
+  out << "# HELP kcache_tier_duration_seconds How long an answer took, by the tier that gave it\n"
+      << "# TYPE kcache_tier_duration_seconds histogram\n";
+  for (const v1::TierLatency& t : stats.tier_seconds()) {
+    write_histogram(out, "kcache_tier_duration_seconds", "tier=\"" + label(t.tier()) + "\"", t.buckets(), t.sum());
   }
-  out << "kcache_compile_duration_seconds_sum " << stats.compile_seconds_sum() << "\n"
-      << "kcache_compile_duration_seconds_count " << count << "\n";
   return out.str();
 }
 

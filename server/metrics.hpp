@@ -39,6 +39,12 @@ class Metrics {
   void count_call(std::string_view path, int code);
   void observe_compile(double seconds);
 
+  // Where an answer came from, for the per-tier latency histograms.
+  enum class Tier { hot, local, remote, compile };
+  static constexpr std::array<double, 16> k_tier_buckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                           0.05,   0.1,     0.25,   0.5,   1,      2.5,   10,    60};
+  void observe_tier(Tier tier, double seconds);
+
   // Fills the request counts and the histogram into `stats` (kcache stats shows them).
   void fill(v1::Stats& stats) const;
 
@@ -54,6 +60,11 @@ class Metrics {
   std::array<std::uint64_t, k_compile_buckets.size() + 1> m_buckets{};           // not cumulative
   double m_compile_seconds = 0;
   std::uint64_t m_compiles = 0;
+  struct TierHistogram {
+    std::array<std::uint64_t, k_tier_buckets.size() + 1> buckets{};  // not cumulative
+    double seconds = 0;
+  };
+  std::array<TierHistogram, 4> m_tiers{};  // by Tier
 };
 
 // Serves GET /metrics on `server` (an HttpListener's); `stats` is called for every scrape.

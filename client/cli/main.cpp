@@ -209,18 +209,39 @@ int run_stats(kcache::Client& client, const GlobalFlags& g) {
   j["compile_seconds"] = buckets;
   j["compile_seconds_sum"] = s->compile_seconds_sum();
   j["hit_ratio"] = kcache::wire::hit_ratio(*s);
+  j["remote"] = s->remote();
+  json tiers = json::object();
+  for (const auto& t : s->tier_seconds()) {
+    json tier_buckets = json::array();
+    for (const auto& b : t.buckets()) {
+      tier_buckets.push_back({{"le", std::isinf(b.le()) ? json("+Inf") : json(b.le())}, {"count", b.count()}});
+    }
+    tiers[t.tier()] = {{"buckets", tier_buckets}, {"sum", t.sum()}};
+  }
+  j["tier_seconds"] = tiers;
   if (g.json) {
     std::cout << j.dump() << '\n';
     return k_exit_ok;
   }
-  for (const auto& [name, value] : counters) std::printf("%-16s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
-  std::printf("%-16s %.2f %% (%llu of %llu compile requests)\n", "hit rate", 100.0 * kcache::wire::hit_ratio(*s),
+  for (const auto& [name, value] : counters) std::printf("%-24s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
+  std::printf("%-24s %s\n", "remote", s->remote().empty() ? "none (--remote)" : s->remote().c_str());
+  std::printf("%-24s %.2f %% (%llu of %llu compile requests)\n", "hit rate", 100.0 * kcache::wire::hit_ratio(*s),
               static_cast<unsigned long long>(s->hits()),
               static_cast<unsigned long long>(s->hits() + s->misses() + s->coalesced()));
   std::printf("\nrequests (method, status, count):\n");
   for (const auto& rc : s->requests()) {
     std::printf("  %-16s %-20s %llu\n", rc.method().c_str(), rc.code().c_str(),
                 static_cast<unsigned long long>(rc.count()));
+  }
+  std::printf("\nanswers by tier (count, mean):\n");
+  for (const auto& t : s->tier_seconds()) {
+    std::uint64_t n = t.buckets().empty() ? 0 : t.buckets(t.buckets_size() - 1).count();
+    if (n == 0) {
+      std::printf("  %-8s 0\n", t.tier().c_str());
+    } else {
+      std::printf("  %-8s %llu, %.3f ms\n", t.tier().c_str(), static_cast<unsigned long long>(n),
+                  1000.0 * t.sum() / static_cast<double>(n));
+    }
   }
   if (compiles > 0) {
     std::printf("\ncompile time: %llu compiles, %.3f s on average; share within each bound:\n",

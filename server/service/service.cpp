@@ -6,10 +6,12 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <thread>
 
 #include "kcache/key.hpp"
 #include "image_proto.hpp"
 #include "kcache/select.hpp"
+#include "remote/entry.hpp"
 #include "wire/wire.hpp"
 
 namespace kcache::server {
@@ -119,11 +121,9 @@ bool KCacheService::all_stored(Side side, const Key& key, const std::vector<Imag
 
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
                                                         const std::vector<std::string_view>& modules,
-                                                        std::vector<ImageRequest> missing,
-                                                        bool& coalesced) {
+                                                        std::vector<ImageRequest> missing, Answer& answer) {
   // One compile per (side, key, images): later identical requests wait for the first one's.
-  std::string flight = std::string(side_name(spec.side)) + "/" + key.hex();
-  for (const ImageRequest& r : missing) flight += "/" + r.arch + "." + std::string(kind_name(r.kind));
+  std::string flight = remote::flight_of(spec.side, key, missing);
 
   // Owned by the queued parts, which may outlive this request.
   struct Pending {
@@ -134,6 +134,7 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
     std::vector<Expected<CompileOutput>> outputs;
     std::size_t left = 0;
     Clock::time_point started = Clock::time_point::max();
+    std::optional<remote::RemoteTier::Lease> lease;  // the fleet's, held while compiling
     std::promise<Expected<CompileOutput>> done;
   };
   std::shared_future<Expected<CompileOutput>> result;
@@ -145,7 +146,7 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
     } else if (all_stored(spec.side, key, missing)) {
       // The compile this request missed finished between the caller's listing and now (it
       // stores before it leaves the table): nothing to compile, the images are read as stored.
-      coalesced = true;
+      answer = Answer::coalesced;
       return CompileOutput{};
     } else {
       pending = std::make_shared<Pending>();
@@ -153,7 +154,21 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
       m_in_flight.emplace(flight, result);
     }
   }
-  coalesced = pending == nullptr;
+  answer = pending == nullptr ? Answer::coalesced : Answer::compiled;
+  if (pending && m_remote != nullptr) {
+    // Another daemon may have compiled it, or be compiling it now.
+    FleetTurn turn = fleet_turn(spec.side, key, flight, missing, Clock::now() + m_limits.job_timeout);
+    if (turn.pulled) {
+      answer = Answer::remote;
+      {
+        std::lock_guard lock(m_in_flight_mutex);
+        m_in_flight.erase(flight);
+      }
+      pending->done.set_value(CompileOutput{});  // stored: the images are read as stored
+      return CompileOutput{};
+    }
+    pending->lease = std::move(turn.lease);
+  }
   if (pending) {
     pending->modules.assign(modules.begin(), modules.end());
     pending->job = CompileJob{spec, {pending->modules.begin(), pending->modules.end()}, std::move(missing),
@@ -175,7 +190,9 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
       }
       auto merged = merge_parts(pending->job, std::move(pending->outputs));
       if (started != Clock::time_point::max()) {
-        m_metrics.observe_compile(std::chrono::duration<double>(Clock::now() - started).count());
+        double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+        m_metrics.observe_compile(seconds);
+        m_metrics.observe_tier(Metrics::Tier::compile, seconds);
       }
       if (merged) {
         ++m_counters.compiles;
@@ -189,7 +206,12 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
           if (put.error().code != ErrorCode::k_resource_exhausted) merged = put.error();
           else merged->diagnostics.push_back(put.error().message);
         }
+        // To the fleet in the background; the lease goes once the entry is written.
+        if (merged && m_remote != nullptr) {
+          m_remote->write(pending->job.spec.side, key, record, merged->images, std::move(pending->lease));
+        }
       }
+      if (pending->lease) m_remote->release(std::move(*pending->lease));
       {
         // Stored (or failed) before it leaves the table: a request arriving now sees a hit.
         std::lock_guard lock(m_in_flight_mutex);
@@ -216,6 +238,109 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
                           std::to_string(m_limits.job_timeout.count()) + " s, --job-timeout)");
   }
   return result.get();
+}
+
+Expected<std::shared_ptr<const Image>> KCacheService::get_image(Side side, const Key& key, const ImageRequest& which) {
+  auto start = Clock::now();
+  bool from_memory = false;
+  auto image = m_store.get(side, key, which, &from_memory);
+  if (image) {
+    m_metrics.observe_tier(from_memory ? Metrics::Tier::hot : Metrics::Tier::local,
+                           std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return image;
+}
+
+KCacheService::Pull KCacheService::pull_remote(Side side, const Key& key, const std::vector<ImageRequest>* wanted) {
+  auto start = Clock::now();
+  auto entry = m_remote->read(side, key);
+  if (!entry) {
+    spdlog::debug("remote read of {:.12} failed: {}", key.hex(), entry.error().message);
+    return Pull::unavailable;
+  }
+  bool complete = wanted == nullptr
+                      ? !entry->images.empty()
+                      : std::all_of(wanted->begin(), wanted->end(), [&](const ImageRequest& w) {
+                          return std::any_of(entry->images.begin(), entry->images.end(),
+                                             [&](const Image& i) { return i.meta.id() == w; });
+                        });
+  if (!complete) return Pull::miss;
+  // Verified against the fleet's HMAC; the store checks digests again, and host images against
+  // the wall, before writing.
+  if (auto put = m_store.put(side, key, entry->record, entry->images); !put) {
+    spdlog::warn("remote entry {:.12} not stored locally: {}", key.hex(), put.error().message);
+    return Pull::miss;
+  }
+  m_metrics.observe_tier(Metrics::Tier::remote, std::chrono::duration<double>(Clock::now() - start).count());
+  return Pull::hit;
+}
+
+bool KCacheService::read_through(Side side, const Key& key, const std::vector<ImageRequest>* wanted) {
+  if (m_remote == nullptr) return false;
+  Pull pulled = pull_remote(side, key, wanted);
+  if (pulled == Pull::hit) m_remote->count_hit();
+  if (pulled == Pull::miss) m_remote->count_miss();
+  return pulled == Pull::hit;
+}
+
+KCacheService::FleetTurn KCacheService::fleet_turn(Side side, const Key& key, const std::string& flight,
+                                                   const std::vector<ImageRequest>& missing, Clock::time_point deadline) {
+  FleetTurn turn;
+  bool waited = false;
+  std::string lease_key = remote::lease_key(side, key, flight);
+  for (;;) {
+    Pull pulled = pull_remote(side, key, &missing);
+    if (pulled == Pull::hit) {
+      m_remote->count_hit();
+      turn.pulled = true;
+      return turn;
+    }
+    if (pulled == Pull::unavailable) return turn;  // compile here, without Redis
+    remote::RemoteTier::Lease lease;
+    auto state = m_remote->try_lease(side, key, flight, lease);
+    if (state == remote::RemoteTier::LeaseState::acquired) {
+      // Another daemon may have written the entry and released its lease between the look
+      // above and taking the lease: look once more, now that no one else can be compiling.
+      if (pull_remote(side, key, &missing) == Pull::hit) {
+        m_remote->release(std::move(lease));
+        m_remote->count_hit();
+        turn.pulled = true;
+        return turn;
+      }
+      // Taken after waiting: the holder ended without a result (it died and its lease expired).
+      if (waited) m_remote->count_takeover();
+      m_remote->count_miss();
+      turn.lease = std::move(lease);
+      return turn;
+    }
+    if (state == remote::RemoteTier::LeaseState::unavailable) {
+      // A read-only daemon takes no lease, but still waits for one another daemon holds.
+      auto held = m_remote->read_only() ? m_remote->lease_held(lease_key) : Expected<bool>(false);
+      if (!held || !*held) {
+        m_remote->count_miss();
+        return turn;
+      }
+    }
+    if (!waited) m_remote->count_lease_wait();
+    waited = true;
+    // The holder writes the entry, then releases the lease; a holder that died lets it expire.
+    auto pause = std::chrono::milliseconds(2);
+    for (;;) {
+      if (Clock::now() >= deadline) {
+        spdlog::warn("compile key={:.12}: another daemon's lease outlived the job time limit; compiling here", key.hex());
+        m_remote->count_miss();
+        return turn;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(100));
+      auto held = m_remote->lease_held(lease_key);
+      if (!held) {
+        m_remote->count_miss();
+        return turn;
+      }
+      if (!*held) break;
+    }
+  }
 }
 
 Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, v1::CompileResponse& response,
@@ -273,9 +398,9 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   }
 
   std::vector<Image> compiled;
-  bool coalesced = false;
+  Answer answer = Answer::compiled;
   if (!missing.empty()) {
-    auto output = compile_and_store(*spec, key, modules, missing, coalesced);
+    auto output = compile_and_store(*spec, key, modules, missing, answer);
     if (!output) return output.error();
     for (std::string& d : output->diagnostics) response.add_diagnostics(std::move(d));
     compiled = std::move(output->images);
@@ -301,7 +426,7 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
       to_proto(*listed, *out);
       continue;
     }
-    auto image = m_store.get(spec->side, key, want);
+    auto image = get_image(spec->side, key, want);
     if (!image) {
       // Dropped as corrupt between the listing and now: compile it again, once.
       if (image.error().code != ErrorCode::k_not_found || retried) return image.error();
@@ -317,8 +442,8 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
       if (std::find(jit_archs.begin(), jit_archs.end(), image.arch()) != jit_archs.end()) image.set_needs_jit(true);
     }
   }
-  if (missing.empty()) return v1::OUTCOME_HIT;
-  return coalesced ? v1::OUTCOME_COALESCED : v1::OUTCOME_MISS;
+  if (missing.empty() || answer == Answer::remote) return v1::OUTCOME_HIT;
+  return answer == Answer::coalesced ? v1::OUTCOME_COALESCED : v1::OUTCOME_MISS;
 }
 
 grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::CompileRequest* request,
@@ -355,6 +480,10 @@ Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchR
   std::optional<ImageKind> kind = wire::from_proto(request.kind());
   auto metas = m_store.list(side, *key);
   if (!metas) return metas.error();
+  if (metas->empty() && read_through(side, *key, nullptr)) {
+    metas = m_store.list(side, *key);
+    if (!metas) return metas.error();
+  }
   if (metas->empty()) {
     return make_error(ErrorCode::k_not_found,
                       "key " + key->hex() + " is not stored on the " + std::string(side_name(side)) + " side");
@@ -389,7 +518,7 @@ Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchR
     return make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " + request.arch() +
                                                   "; it has " + image_list(*metas));
   }
-  auto image = m_store.get(side, *key, candidates[chosen->index]);
+  auto image = get_image(side, *key, candidates[chosen->index]);
   if (!image) return image.error();
   return FetchedImage{std::move(*image), chosen->needs_jit};
 }
@@ -468,7 +597,11 @@ Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std:
   if (purpose == ReadFor::fetch) ++m_counters.fetches;
   auto key = parse_key(key_hex);
   if (!key) return key.error();
-  auto image = m_store.get(side, *key, which);
+  auto image = get_image(side, *key, which);
+  if (!image && image.error().code == ErrorCode::k_not_found) {
+    std::vector<ImageRequest> wanted = {which};
+    if (read_through(side, *key, &wanted)) image = get_image(side, *key, which);
+  }
   // Every earlier image of the compile was there too (the CLI stops at the first it lacks).
   if (image && purpose == ReadFor::compile_last) ++m_counters.hits;
   if (!image && image.error().code != ErrorCode::k_not_found) {
@@ -492,6 +625,10 @@ grpc::Status KCacheService::Lookup(grpc::ServerContext* context, const v1::Looku
     if (!key) return wire::to_status(key.error());
     auto metas = m_store.list(side, *key);
     if (!metas) return wire::to_status(metas.error());
+    if (metas->empty() && read_through(side, *key, nullptr)) {
+      metas = m_store.list(side, *key);
+      if (!metas) return wire::to_status(metas.error());
+    }
     v1::LookupResponse::Result* result = response->add_results();
     result->set_key(key->hex());
     result->set_found(!metas->empty());
@@ -554,6 +691,21 @@ v1::Stats KCacheService::snapshot() const {
   response->set_running_jobs(m_pool.running());
   response->set_worker_restarts(m_workers.restarts());
   response->set_worker_crashes(m_workers.crashes());
+  if (m_remote != nullptr) {
+    remote::RemoteStats r = m_remote->stats();
+    response->set_remote(m_remote->options().url);
+    response->set_remote_hits(r.hits);
+    response->set_remote_misses(r.misses);
+    response->set_remote_errors(r.errors);
+    response->set_remote_rejected(r.rejected);
+    response->set_remote_writes(r.writes);
+    response->set_remote_write_drops(r.write_drops);
+    response->set_remote_write_queue_depth(r.write_queue_depth);
+    response->set_remote_write_queue_bytes(r.write_queue_bytes);
+    response->set_lease_waits(r.lease_waits);
+    response->set_lease_takeovers(r.lease_takeovers);
+    response->set_remote_breaker_open(r.breaker_open ? 1 : 0);
+  }
   m_metrics.fill(stats);
   return stats;
 }

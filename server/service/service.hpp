@@ -15,6 +15,7 @@
 
 #include "compile/compiler.hpp"
 #include "metrics.hpp"
+#include "remote/tier.hpp"
 #include "service/auth.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 #include "store/store.hpp"
@@ -129,6 +130,10 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
 
   // The toolchain fingerprint (hex) every key includes, for callers that compute keys.
   std::string fingerprint_hex() const { return to_hex(m_compiler.toolchain().fingerprint); }
+  // The shared remote tier, asked after the local store and before compiling; null: none. Set
+  // before serving; the Daemon owns it.
+  void set_remote(remote::RemoteTier* remote) { m_remote = remote; }
+
   // Where the HTTP API listens (0: it does not); GetCapabilities tells clients.
   void set_http_port(int port) { m_http_port = port; }
 
@@ -156,15 +161,36 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // The body of Compile; returns the outcome or the error, which Compile counts and logs.
   Expected<v1::Outcome> compile(const v1::CompileRequest& request, v1::CompileResponse& response,
                                 std::string& key_hex, bool retried = false);
+  // How compile_and_store answered: compiled here, by waiting for an identical compile in this
+  // daemon, or from the remote tier (another daemon's compile).
+  enum class Answer { compiled, coalesced, remote };
   // Compiles the missing images on the pool and stores them from there, so a compile that
   // outlives the caller's wait still lands in the cache. Waits up to the job timeout.
-  // Identical concurrent requests share one compile; `coalesced` says this one waited for
-  // another's.
-  // Whether every one of `images` of (side, key) is in the store now.
-  bool all_stored(Side side, const Key& key, const std::vector<ImageRequest>& images);
+  // Identical concurrent requests share one compile. With a remote tier, the first of them
+  // looks there first and takes the fleet's lease on the compile (fleet_turn).
   Expected<CompileOutput> compile_and_store(const JobSpec& spec, const Key& key,
                                             const std::vector<std::string_view>& modules,
-                                            std::vector<ImageRequest> missing, bool& coalesced);
+                                            std::vector<ImageRequest> missing, Answer& answer);
+  // Whether every one of `images` of (side, key) is in the store now.
+  bool all_stored(Side side, const Key& key, const std::vector<ImageRequest>& images);
+
+  // What the remote tier had for (side, key): `wanted` (or, without it, any image) now in the
+  // local store, verified; not there; or Redis could not be asked. Does not count hit or miss.
+  enum class Pull { hit, miss, unavailable };
+  Pull pull_remote(Side side, const Key& key, const std::vector<ImageRequest>* wanted);
+  // pull_remote for a read (Fetch, Lookup, the HTTP API) of a key the local store lacks, counted.
+  bool read_through(Side side, const Key& key, const std::vector<ImageRequest>* wanted);
+  // Before this daemon compiles `flight`: the remote's entry (pulled), or the fleet's lease on
+  // the compile, or neither (compile without one: Redis is unavailable, the tier is read-only,
+  // or the holder did not finish by `deadline`). Waits while another daemon holds the lease.
+  struct FleetTurn {
+    bool pulled = false;
+    std::optional<remote::RemoteTier::Lease> lease;
+  };
+  FleetTurn fleet_turn(Side side, const Key& key, const std::string& flight, const std::vector<ImageRequest>& missing,
+                       std::chrono::steady_clock::time_point deadline);
+  // Store::get, timed into the hot or local tier's histogram.
+  Expected<std::shared_ptr<const Image>> get_image(Side side, const Key& key, const ImageRequest& which);
 
   Store& m_store;
   const Compiler& m_compiler;
@@ -176,6 +202,7 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   ServiceCounters m_counters;
   CallTracker m_calls;
   std::atomic<int> m_http_port{0};
+  remote::RemoteTier* m_remote = nullptr;
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
 };

@@ -222,10 +222,13 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
   return out;
 }
 
-Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, const ImageRequest& which) {
+Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, const ImageRequest& which,
+                                                  bool* from_memory) {
+  if (from_memory != nullptr) *from_memory = false;
   if (m_hot) {
     if (std::shared_ptr<const Image> hot = m_hot->find(side, key, which)) {
       note_access(side, key);
+      if (from_memory != nullptr) *from_memory = true;
       return hot;
     }
   }

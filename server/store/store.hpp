@@ -101,7 +101,9 @@ class Store {
   // One image with its bytes, verified against its digest. NOT_FOUND when absent. A corrupt
   // image (digest mismatch or RocksDB checksum failure) removes the whole entry and is NOT_FOUND.
   // Served from the hot cache (store/hot_cache.hpp) when the image was read recently.
-  Expected<std::shared_ptr<const Image>> get(Side side, const Key& key, const ImageRequest& which);
+  // `from_memory`, if given, says whether the hot cache answered.
+  Expected<std::shared_ptr<const Image>> get(Side side, const Key& key, const ImageRequest& which,
+                                             bool* from_memory = nullptr);
 
   StoreStats stats() const;
   std::uint64_t max_bytes() const { return m_max_bytes; }

@@ -1,0 +1,355 @@
+// A fleet sharing one cache through Redis (server/remote/): real kcached processes, each with its
+// own RocksDB, and real redis-server processes, one primary or a Redis Cluster of three
+// primaries with a replica each. What one daemon compiles the others serve without compiling;
+// identical compiles across the fleet run once; Redis failing costs hit rate, never a request;
+// and nothing written to Redis without the fleet secret is ever served.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "kcache/client.hpp"
+#include "redis_process.hpp"
+#include "remote/entry.hpp"
+#include "remote/redis.hpp"
+#include "store/records.hpp"
+#include "test_support.hpp"
+
+namespace kcache::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// saxpy with its kernel renamed: a module of its own, with its own key.
+v1::CompileRequest numbered_job(int n, const std::string& arch = "sm_80") {
+  static const std::string saxpy = read_test_data("kernels/saxpy.ll");
+  std::string text = saxpy;
+  text.replace(text.find("@saxpy("), 7, "@saxpy_" + std::to_string(n) + "(");
+  v1::CompileRequest r;
+  r.set_side(v1::SIDE_DEVICE);
+  r.set_module(text);
+  r.add_archs(arch);
+  r.add_emit(v1::KIND_PTX);
+  return r;
+}
+
+// Waits for `condition`, polling; false when `timeout` passes first.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  for (auto pause = 2ms; std::chrono::steady_clock::now() < until; pause = std::min(pause * 2, 100ms)) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(pause);
+  }
+  return condition();
+}
+
+class Fleet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = RedisServer::unavailable()) GTEST_SKIP() << *why;
+    write_file(secret_file(), std::string(64, 'k'));
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      m_dir.keep();
+      std::fprintf(stderr, "kept %s (daemon logs, databases, redis)\n", m_dir.path().c_str());
+    }
+  }
+
+  std::filesystem::path secret_file() const { return m_dir.path() / "fleet.secret"; }
+
+ public:
+  struct Member {
+    std::unique_ptr<DaemonProcess> daemon;
+    std::unique_ptr<Client> client;
+    v1::Stats stats() const {
+      auto s = client->stats();
+      EXPECT_TRUE(s) << (s ? "" : s.error().message);
+      return s ? *s : v1::Stats{};
+    }
+  };
+
+ protected:
+  // A daemon of the fleet on `remote`, with its own database.
+  Member join(const std::string& name, const std::string& remote, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--remote", remote, "--remote-secret-file", secret_file().string(), "--workers", "2",
+                                     "--queue-depth", "256", "--http-listen", "off"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Member m;
+    m.daemon = DaemonProcess::start(m_dir.path() / name / "db", m_dir.path() / (name + ".log"), args);
+    m.client = std::make_unique<Client>(ClientOptions{m.daemon->address(), std::chrono::seconds(120)});
+    return m;
+  }
+
+  TempDir m_dir;
+};
+
+std::uint64_t compiles_of(const std::vector<Fleet::Member*>& members) {
+  std::uint64_t n = 0;
+  for (auto* m : members) n += m->stats().compiles();
+  return n;
+}
+
+TEST_F(Fleet, OneDaemonCompilesAndTheOthersServeItFromTheRemote) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url()), b = join("b", redis->url()),
+         c = join("c", redis->url(), {"--remote-read-only"});
+
+  v1::CompileRequest job = numbered_job(1);
+  auto first = a.client->compile(job);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->outcome(), v1::OUTCOME_MISS);
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; })) << "A's compile reaches Redis";
+
+  // B: a Compile is answered from the remote, verified, and kept locally.
+  auto from_b = b.client->compile(job);
+  ASSERT_TRUE(from_b) << from_b.error().message;
+  EXPECT_EQ(from_b->outcome(), v1::OUTCOME_HIT);
+  EXPECT_EQ(from_b->key(), first->key());
+  ASSERT_EQ(from_b->images_size(), 1);
+  EXPECT_EQ(from_b->images(0).data(), first->images(0).data());
+  v1::Stats sb = b.stats();
+  EXPECT_EQ(sb.compiles(), 0u);
+  EXPECT_EQ(sb.remote_hits(), 1u);
+  EXPECT_EQ(sb.hits(), 1u);
+  auto again = b.client->compile(job);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(b.stats().remote_hits(), 1u) << "the second hit is local";
+
+  // C (read-only): Lookup and Fetch by key see the remote entry.
+  v1::LookupRequest lookup;
+  lookup.set_side(v1::SIDE_DEVICE);
+  lookup.add_keys(first->key());
+  auto looked = c.client->lookup(lookup);
+  ASSERT_TRUE(looked) << looked.error().message;
+  ASSERT_EQ(looked->results_size(), 1);
+  EXPECT_TRUE(looked->results(0).found());
+  v1::FetchRequest fetch;
+  fetch.set_side(v1::SIDE_DEVICE);
+  fetch.set_key(first->key());
+  fetch.set_arch("sm_80");
+  fetch.set_kind(v1::KIND_PTX);
+  auto fetched = c.client->fetch(fetch);
+  ASSERT_TRUE(fetched) << fetched.error().message;
+  EXPECT_EQ(fetched->data, first->images(0).data());
+  // A read-only daemon compiles what the fleet lacks and writes none of it.
+  auto own = c.client->compile(numbered_job(2));
+  ASSERT_TRUE(own) << own.error().message;
+  v1::Stats sc = c.stats();
+  EXPECT_EQ(sc.compiles(), 1u);
+  EXPECT_EQ(sc.remote_writes(), 0u);
+  EXPECT_EQ(sc.remote_hits(), 1u);
+  EXPECT_EQ(sc.remote(), redis->url());
+  auto from_a = a.client->compile(numbered_job(2));
+  ASSERT_TRUE(from_a);
+  EXPECT_EQ(from_a->outcome(), v1::OUTCOME_MISS) << "C wrote nothing for A to find";
+
+  // `kcache stats` shows the tier.
+  auto shown = run_cli({"--json", "stats"}, b.daemon->address());
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("\"remote_hits\":1"), std::string::npos) << shown.out;
+}
+
+// An entry rewritten in Redis by someone without the fleet secret: other bytes, with metadata
+// whose size and digest match them, and the old tag. It is never served, and is recompiled.
+TEST_F(Fleet, AnEntryRewrittenWithoutTheFleetSecretIsNeverServed) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url()), b = join("b", redis->url());
+  v1::CompileRequest job = numbered_job(3);
+  auto first = a.client->compile(job);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; }));
+
+  auto key = parse_key(first->key());
+  ASSERT_TRUE(key);
+  server::remote::Redis client(*server::remote::parse_redis_url(redis->url()));
+  std::string entry = server::remote::entry_key(Side::device, *key);
+  auto old_meta = client.command(entry, {"HGET", entry, "m:sm_80.ptx"});
+  ASSERT_TRUE(old_meta && old_meta->type == server::remote::RedisReply::Type::string);
+  std::string planted = "// planted\n.version 9.0\n.target sm_80\n.address_size 64\n";
+  server::ImageMeta meta;
+  meta.kind = ImageKind::ptx;
+  meta.arch = "sm_80";
+  meta.size = planted.size();
+  meta.sha256 = sha256(planted);
+  std::string forged = server::records::encode_meta(meta) + old_meta->str.substr(old_meta->str.size() - 32);
+  auto set = client.command(entry, {"HSET", entry, "m:sm_80.ptx", forged, "i:sm_80.ptx", planted});
+  ASSERT_TRUE(set && !set->is_error());
+
+  auto from_b = b.client->compile(job);
+  ASSERT_TRUE(from_b) << from_b.error().message;
+  EXPECT_EQ(from_b->outcome(), v1::OUTCOME_MISS) << "recompiled, not served";
+  EXPECT_EQ(from_b->images(0).data(), first->images(0).data());
+  v1::Stats sb = b.stats();
+  EXPECT_GE(sb.remote_rejected(), 1u);
+  EXPECT_EQ(sb.compiles(), 1u);
+  EXPECT_EQ(sb.remote_hits(), 0u);
+}
+
+// A daemon that died holding a lease delays the others by the lease's time at most; then one of
+// them takes the lease over and compiles.
+TEST_F(Fleet, ALeaseWhoseHolderDiedExpiresAndAnotherDaemonCompiles) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url());
+  v1::CompileRequest job = numbered_job(4);
+  auto key = a.client->compute_key(job);
+  ASSERT_TRUE(key) << key.error().message;
+  server::remote::Redis client(*server::remote::parse_redis_url(redis->url()));
+  std::string lease = server::remote::lease_key(
+      Side::device, *key, server::remote::flight_of(Side::device, *key, {{"sm_80", ImageKind::ptx}}));
+  auto set = client.command(lease, {"SET", lease, "a-daemon-that-died", "PX", "1500"});
+  ASSERT_TRUE(set && !set->is_error());
+
+  auto start = std::chrono::steady_clock::now();
+  auto compiled = a.client->compile(job);
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "it waited for the lease";
+  v1::Stats s = a.stats();
+  EXPECT_EQ(s.lease_waits(), 1u);
+  EXPECT_EQ(s.lease_takeovers(), 1u);
+  EXPECT_EQ(s.compiles(), 1u);
+}
+
+// Redis stops for ten seconds under load: every request is still answered (from local or by
+// compiling), the errors are counted, and writes resume once Redis is back.
+TEST_F(Fleet, RedisStoppedUnderLoadFailsNoRequestAndWritesResume) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url(), {"--remote-timeout-ms", "200", "--remote-connect-timeout-ms", "100"});
+  std::atomic<bool> stop{false};
+  std::atomic<int> sent{0}, failed{0};
+  std::string first_error;
+  std::mutex error_mutex;
+  std::thread load([&] {
+    for (int n = 100; !stop; ++n) {
+      auto r = a.client->compile(numbered_job(n));  // a new key each time
+      ++sent;
+      if (!r) {
+        ++failed;
+        std::lock_guard lock(error_mutex);
+        if (first_error.empty()) first_error = r.error().message;
+      }
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() >= 3; }));
+  redis->stop();
+  int sent_before = sent;
+  auto down_until = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < down_until) std::this_thread::sleep_for(100ms);
+  EXPECT_GT(sent - sent_before, 10) << "requests kept being answered while Redis was down";
+  std::uint64_t errors = a.stats().remote_errors();
+  EXPECT_GT(errors, 0u);
+  redis->restart();
+  std::uint64_t writes = a.stats().remote_writes();
+  EXPECT_TRUE(eventually([&] { return a.stats().remote_writes() > writes + 2; }, 30s)) << "writes resume";
+  stop = true;
+  load.join();
+  EXPECT_EQ(failed, 0) << first_error;
+  EXPECT_EQ(a.stats().remote_breaker_open(), 0u);
+}
+
+TEST_F(Fleet, ARemoteNeedsTheFleetSecretAndAGoodUrl) {
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {KCACHE_DAEMON_PATH, "--listen", "127.0.0.1:0", "--db", (m_dir.path() / "db").string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv);
+  };
+  auto no_secret = run({"--remote", "redis://127.0.0.1:1"});
+  EXPECT_EQ(no_secret.exit_code, 2);
+  EXPECT_NE(no_secret.err.find("--remote-secret-file"), std::string::npos) << no_secret.err;
+  write_file(m_dir.path() / "short.secret", "hunter2");
+  auto short_secret = run({"--remote", "redis://127.0.0.1:1", "--remote-secret-file", (m_dir.path() / "short.secret").string()});
+  EXPECT_NE(short_secret.exit_code, 0);
+  EXPECT_NE((short_secret.out + short_secret.err).find("at least 32"), std::string::npos) << short_secret.err;
+  auto bad_url = run({"--remote", "redis://:hunter2@127.0.0.1:6379", "--remote-secret-file", secret_file().string()});
+  EXPECT_NE(bad_url.exit_code, 0);
+  EXPECT_NE((bad_url.out + bad_url.err).find("password"), std::string::npos) << bad_url.err;
+}
+
+// The stampede: 3 daemons x 16 clients send identical compiles of 20 keys at once, on a Redis
+// Cluster. The fleet compiles each key exactly once.
+class FleetOnACluster : public Fleet {
+ protected:
+  void SetUp() override {
+    Fleet::SetUp();
+    if (IsSkipped()) return;
+    m_cluster = RedisCluster::start(m_dir.path() / "cluster");
+  }
+  // Every client of every member compiles jobs first..first+keys-1, each in its own order;
+  // returns the failures (empty: none failed). `during` runs once the load has started.
+  std::vector<std::string> stampede(std::vector<Member*> members, int first, int keys, int clients_per_member,
+                                    const std::function<void()>& during = {}) {
+    std::vector<std::thread> threads;
+    std::mutex mutex;
+    std::vector<std::string> failures;
+    std::atomic<int> started{0};
+    for (Member* m : members) {
+      for (int c = 0; c < clients_per_member; ++c) {
+        threads.emplace_back([&, m, c] {
+          Client client(ClientOptions{m->daemon->address(), std::chrono::seconds(120)});
+          ++started;
+          for (int i = 0; i < keys; ++i) {
+            int n = first + (i + c) % keys;
+            auto r = client.compile(numbered_job(n));
+            if (!r) {
+              std::lock_guard lock(mutex);
+              failures.push_back("job " + std::to_string(n) + ": " + r.error().message);
+            }
+          }
+        });
+      }
+    }
+    if (during) {
+      eventually([&] { return started == static_cast<int>(threads.size()); });
+      during();
+    }
+    for (std::thread& t : threads) t.join();
+    return failures;
+  }
+  std::unique_ptr<RedisCluster> m_cluster;
+};
+
+TEST_F(FleetOnACluster, AStampedeOfIdenticalCompilesCompilesEachKeyOnce) {
+  Member a = join("a", m_cluster->seeds()), b = join("b", m_cluster->seeds()), c = join("c", m_cluster->seeds());
+  auto failures = stampede({&a, &b, &c}, 1000, 20, 16);
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  EXPECT_EQ(compiles_of({&a, &b, &c}), 20u);
+  std::uint64_t remote_hits = a.stats().remote_hits() + b.stats().remote_hits() + c.stats().remote_hits();
+  EXPECT_GE(remote_hits, 1u) << "some daemon was answered by another's compile";
+}
+
+TEST_F(FleetOnACluster, APrimaryKilledUnderLoadFailsNoRequest) {
+  Member a = join("a", m_cluster->seeds(3)), b = join("b", m_cluster->seeds(3));
+  auto failures = stampede({&a, &b}, 2000, 20, 8, [&] {
+    std::uint16_t slot = server::remote::key_slot("kcache:{d:0}");
+    m_cluster->kill9_primary_of(slot);
+  });
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  m_cluster->wait_until_ok();
+  // Once the replica has taken over (and the breaker lets Redis in again), the fleet shares again.
+  int n = 2100;
+  EXPECT_TRUE(eventually(
+      [&] {
+        std::uint64_t writes = a.stats().remote_writes();
+        if (!a.client->compile(numbered_job(++n))) return false;
+        return eventually([&] { return a.stats().remote_writes() > writes; }, 2s);
+      },
+      30s));
+  auto hit = b.client->compile(numbered_job(n));
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->outcome(), v1::OUTCOME_HIT);
+  EXPECT_GE(a.stats().remote_errors() + b.stats().remote_errors(), 1u) << "the failover was seen";
+}
+
+TEST_F(FleetOnACluster, SlotsReshardedUnderLoadFailNoRequest) {
+  Member a = join("a", m_cluster->seeds()), b = join("b", m_cluster->seeds());
+  std::vector<int> primaries = m_cluster->primaries();
+  ASSERT_EQ(primaries.size(), 3u);
+  auto failures = stampede({&a, &b}, 3000, 20, 8, [&] { m_cluster->reshard(500, primaries[0], primaries[1]); });
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  EXPECT_EQ(compiles_of({&a, &b}), 20u);
+}
+
+}  // namespace
+}  // namespace kcache::test
