@@ -265,11 +265,11 @@ KCacheService::Pull KCacheService::pull_remote(Side side, const Key& key, const 
                                              [&](const Image& i) { return i.meta.id() == w; });
                         });
   if (!complete) return Pull::miss;
-  // Verified against the fleet's HMAC; the store checks digests again, and host images against
-  // the wall, before writing.
-  if (auto put = m_store.put(side, key, entry->record, entry->images); !put) {
-    spdlog::warn("remote entry {:.12} not stored locally: {}", key.hex(), put.error().message);
-    return Pull::miss;
+  // Verified (digest and the fleet's HMAC) by the tier. Served from memory at once and written
+  // to RocksDB in the background; host images pass the wall's check before anything can read them.
+  m_store.put_soon(side, key, entry->record, std::move(entry->images));
+  if (side == Side::host && !all_stored(side, key, wanted != nullptr ? *wanted : std::vector<ImageRequest>{})) {
+    return Pull::miss;  // refused by the host image check (logged)
   }
   m_metrics.observe_tier(Metrics::Tier::remote, std::chrono::duration<double>(Clock::now() - start).count());
   return Pull::hit;

@@ -34,7 +34,15 @@ void Store::note_access(Side side, const Key& key) {
     m_accessed[access_id(side, key)] = unix_ms_now();
     noted = m_accessed.size();
   }
-  if (noted == k_access_flush_threshold) m_background_wake.notify_one();
+  if (noted == k_access_flush_threshold) wake_background();
+}
+
+void Store::wake_background() {
+  {
+    std::lock_guard lock(m_background_mutex);
+    m_work_waiting = true;
+  }
+  m_background_wake.notify_one();
 }
 
 Expected<void> Store::flush_access_times() {
@@ -133,9 +141,11 @@ Expected<std::uint64_t> Store::evict(std::uint64_t target) {
 void Store::background() {
   std::unique_lock lock(m_background_mutex);
   while (!m_stopping) {
-    m_background_wake.wait_for(lock, m_access_flush_interval);
+    m_background_wake.wait_for(lock, m_access_flush_interval, [this] { return m_stopping || m_work_waiting; });
     if (m_stopping) break;
+    m_work_waiting = false;
     lock.unlock();
+    write_pending();
     if (auto flushed = flush_access_times(); !flushed) spdlog::error("{}", flushed.error().message);
     std::uint64_t high = m_max_bytes / 10 * 9, low = m_max_bytes / 10 * 8;
     if (m_max_bytes > 0 && m_bytes > high) {
@@ -150,6 +160,8 @@ void Store::background() {
     }
     lock.lock();
   }
+  lock.unlock();
+  write_pending();  // nothing accepted is lost at shutdown
 }
 
 }  // namespace kcache::server

@@ -113,7 +113,8 @@ Store::~Store() {
 
 rocksdb::ColumnFamilyHandle* Store::family(Side side) const { return side == Side::host ? m_host : m_device; }
 
-Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images) {
+Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images,
+                          Put how) {
   for (const Image& image : images) {
     auto refuse = [&](const std::string& why) {
       std::string message = "store: refusing " + std::string(side_name(side)) + " entry " + key.hex() + ", image " +
@@ -121,7 +122,7 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
       spdlog::error("{}", message);
       return make_error(ErrorCode::k_internal, message);
     };
-    if (image.meta.size != image.data.size() || sha256(image.data) != image.meta.sha256) {
+    if (image.meta.size != image.data.size() || (how == Put::check && sha256(image.data) != image.meta.sha256)) {
       return refuse("it does not match its digest");
     }
     if (kind_side(image.meta.kind) != side) return refuse("the image kind belongs to the other side");
@@ -186,12 +187,69 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
   if (!s.ok()) return storage_error("writing entry", s);
   // Images of the same (arch, kind) were replaced. Dropped after the write, never before: a read
   // between a drop and the write would find the old image and cache it for good.
-  if (m_hot) m_hot->drop(side, key);
+  if (m_hot) {
+    m_hot->drop(side, key);
+    if (how == Put::verified) {
+      std::uint64_t generation = m_hot->generation();
+      for (const Image& image : images) m_hot->insert(side, key, std::make_shared<const Image>(image), generation);
+    }
+  }
   m_entries = entries;
   m_images = count;
   m_bytes = bytes;
-  if (m_max_bytes > 0 && bytes > m_max_bytes / 10 * 9) m_background_wake.notify_one();
+  if (m_max_bytes > 0 && bytes > m_max_bytes / 10 * 9) wake_background();
   return {};
+}
+
+namespace {
+std::string pending_name(Side side, const Key& key) { return static_cast<char>(side) + std::string(key.bytes()); }
+}  // namespace
+
+void Store::put_soon(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images) {
+  if (side == Side::host) {
+    if (auto put_now = put(side, key, record, images, Put::verified); !put_now) {
+      spdlog::warn("store: {}", put_now.error().message);
+    }
+    return;
+  }
+  Pending pending{record, {}};
+  for (Image& image : images) pending.images.push_back(std::make_shared<const Image>(std::move(image)));
+  {
+    std::lock_guard lock(m_pending_mutex);
+    std::string name = pending_name(side, key);
+    if (!m_pending.contains(name)) m_pending_order.push_back(name);
+    m_pending[name] = std::move(pending);
+  }
+  wake_background();
+}
+
+const Store::Pending* Store::pending_locked(Side side, const Key& key) const {
+  auto it = m_pending.find(pending_name(side, key));
+  return it == m_pending.end() ? nullptr : &it->second;
+}
+
+void Store::write_pending() {
+  for (;;) {
+    std::string name;
+    Pending pending;
+    {
+      std::lock_guard lock(m_pending_mutex);
+      if (m_pending_order.empty()) return;
+      name = m_pending_order.front();
+      pending = m_pending.at(name);
+    }
+    Side side = static_cast<Side>(name[0]);
+    Key key = key_from_bytes(std::string_view(name).substr(1));
+    std::vector<Image> images;
+    for (const auto& image : pending.images) images.push_back(*image);
+    if (auto written = put(side, key, pending.record, images, Put::verified); !written) {
+      spdlog::warn("store: {}", written.error().message);
+    }
+    // Dropped from memory only once written: a read in between finds one or the other.
+    std::lock_guard lock(m_pending_mutex);
+    m_pending_order.pop_front();
+    m_pending.erase(name);
+  }
 }
 
 Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
@@ -218,6 +276,12 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
     return std::vector<ImageMeta>{};
   }
   if (!it->status().ok()) return storage_error("listing images", it->status());
+  if (out.empty()) {
+    std::lock_guard lock(m_pending_mutex);
+    if (const Pending* pending = pending_locked(side, key)) {
+      for (const auto& image : pending->images) out.push_back(image->meta);
+    }
+  }
   if (!out.empty()) note_access(side, key);
   return out;
 }
@@ -236,6 +300,14 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
     return make_error(ErrorCode::k_not_found, "no " + std::string(kind_name(which.kind)) + " image for " + which.arch +
                                                   " under key " + key.hex());
   };
+  {
+    std::lock_guard lock(m_pending_mutex);
+    if (const Pending* pending = pending_locked(side, key)) {
+      for (const auto& image : pending->images) {
+        if (image->meta.id() == which) return image;
+      }
+    }
+  }
   std::uint64_t generation = m_hot ? m_hot->generation() : 0;
   rocksdb::ColumnFamilyHandle* cf = family(side);
   std::string meta_value;

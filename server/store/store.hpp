@@ -7,7 +7,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,7 +94,18 @@ class Store {
   // does not match its data, whose kind belongs to the other side, or, on the host side, that
   // the host image check rejects; RESOURCE_EXHAUSTED when the images alone exceed max_bytes.
   // Evicts least recently used entries first when the write would pass max_bytes.
-  Expected<void> put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images);
+  // `verified`: the caller has just checked every image against its digest (the remote tier
+  // does, before the HMAC means anything), so put does not hash them again, and keeps them in the
+  // hot cache, since they are about to be read.
+  enum class Put { check, verified };
+  Expected<void> put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images,
+                     Put how = Put::check);
+
+  // put(..., Put::verified) on the background thread, so the caller does not wait for RocksDB
+  // (a remote hit, served at once). Until written, list() and get() answer from the images held
+  // here. Host entries are written at once instead: the host image check runs before anything
+  // of them can be read.
+  void put_soon(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images);
 
   // The metadata of every image stored under (side, key); empty when the key is absent. A
   // found key counts as used now (for eviction).
@@ -143,7 +156,15 @@ class Store {
                                        std::optional<std::pair<Side, Key>> keep = std::nullopt);
   void note_access(Side side, const Key& key);
   Expected<void> flush_access_times_locked();  // needs m_write_mutex
-  void background();  // flushes access times; evicts above the high-water mark
+  void background();  // writes put_soon's entries; flushes access times; evicts above the high-water mark
+  void write_pending();  // put_soon's entries, in order
+  void wake_background();  // runs the background thread now
+  // put_soon's entry of (side, key) not yet written, or null; needs m_pending_mutex.
+  struct Pending {
+    EntryRecord record;
+    std::vector<std::shared_ptr<const Image>> images;
+  };
+  const Pending* pending_locked(Side side, const Key& key) const;
 
   std::unique_ptr<rocksdb::DB> m_db;
   std::vector<rocksdb::ColumnFamilyHandle*> m_handles;  // default, host, device, meta
@@ -165,7 +186,12 @@ class Store {
   std::mutex m_access_mutex;
   std::unordered_map<std::string, std::uint64_t> m_accessed;
 
-  std::mutex m_background_mutex;  // guards m_stopping
+  std::mutex m_pending_mutex;  // guards m_pending and m_pending_order
+  std::map<std::string, Pending> m_pending;  // by side byte + key bytes
+  std::deque<std::string> m_pending_order;
+
+  std::mutex m_background_mutex;  // guards m_stopping and m_work_waiting
+  bool m_work_waiting = false;    // something asked the background thread to run now
   std::condition_variable m_background_wake;
   bool m_stopping = false;
   std::thread m_background;
