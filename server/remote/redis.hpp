@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,19 +41,50 @@ struct RedisOptions {
   std::vector<RedisEndpoint> seeds;      // one for redis://
   std::string user;                      // ACL user ("" with a password: AUTH PASSWORD alone)
   std::string password;                  // from --remote-password-file; empty: no AUTH
-  std::chrono::milliseconds connect_timeout{200};
-  std::chrono::milliseconds operation_timeout{500};
+  std::chrono::milliseconds connect_timeout{200};    // <= 0: the system's (blocking connect)
+  std::chrono::milliseconds operation_timeout{500};  // each wait to write or read; <= 0: none
   int max_redirects = 8;                 // MOVED/ASK/TRYAGAIN/CLUSTERDOWN retries per command
 };
 
-// Parses "redis://[USER@]HOST:PORT" or "redis-cluster://HOST:PORT[,HOST:PORT...]" (HOST may be
-// a name, an IPv4 address or a bracketed IPv6 address). A password in the URL is refused: it
-// would show in `ps` and in logs. INVALID_ARGUMENT naming what is wrong.
+// Parses "redis://[USER@]HOST:PORT" or "redis-cluster://[USER@]HOST:PORT[,HOST:PORT...]" (HOST
+// may be a name, an IPv4 address or a bracketed IPv6 address; PORT 1..65535 is required). A
+// password in the URL is refused: it would show in `ps` and in logs. So are other schemes
+// (rediss:// needs TLS, which hiredis 0.14 lacks), a path or database number, a query, and a
+// seed listed twice. INVALID_ARGUMENT naming what is wrong; the message never repeats the part
+// before '@'.
 Expected<RedisOptions> parse_redis_url(std::string_view url);
 
 // The cluster hash slot of `key` (0..16383): CRC16-XMODEM of the key, or of the part between the
 // first '{' and the next '}' when that part is not empty, as Redis Cluster defines it.
 std::uint16_t key_slot(std::string_view key);
+
+// What a cluster node says, read strictly (the client's own parsers, declared here for tests).
+// One range of CLUSTER SLOTS: its slots and the address of their primary, then of the replicas.
+struct RedisSlotRange {
+  std::uint16_t first = 0;
+  std::uint16_t last = 0;
+  std::vector<RedisEndpoint> nodes;  // [0] the primary
+};
+
+// CLUSTER SLOTS's reply. A node whose host is empty or "?" (its address unknown to the node that
+// answered) gets `answered_by`'s host. UNAVAILABLE naming what is malformed: not an array, a slot
+// outside 0..16383 or first > last, a slot listed twice, a node without host and port, a host
+// with characters no address has, a port outside 1..65535. Extra fields (node id, hostname) are
+// ignored.
+Expected<std::vector<RedisSlotRange>> parse_cluster_slots(const RedisReply& reply, const RedisEndpoint& answered_by);
+
+// A cluster's answer that sends a command elsewhere or asks for it again.
+struct RedisRedirect {
+  enum class Kind { moved, ask, try_again, cluster_down };
+  Kind kind = Kind::moved;
+  std::uint16_t slot = 0;  // moved, ask
+  RedisEndpoint target;    // moved, ask
+};
+
+// The redirect in an error reply's text ("MOVED 3999 127.0.0.1:6381", "ASK ...", "TRYAGAIN ...",
+// "CLUSTERDOWN ..."), or nullopt for any other error. An empty or "?" host is `answered_by`'s.
+// UNAVAILABLE when a MOVED or ASK cannot be read.
+Expected<std::optional<RedisRedirect>> parse_redirect(std::string_view error, const RedisEndpoint& answered_by);
 
 class Redis {
  public:
@@ -68,11 +100,17 @@ class Redis {
   // run commands at once, each on a connection of its own from a small per-node pool.
   // UNAVAILABLE (naming the node and what failed) when no node could be reached or answered
   // within the timeouts, or when redirects ran out; DEADLINE_EXCEEDED on an operation timeout.
-  // A connection that failed is closed, never reused.
+  // A connection that failed is closed, never reused. UNAUTHENTICATED when a node refuses AUTH
+  // (naming the node and the user, never the password); INVALID_ARGUMENT for an empty argv.
+  // A command is sent again only where it cannot have run: after a redirect, TRYAGAIN,
+  // CLUSTERDOWN, or a node that could not be connected to (then with a backoff from 20 ms,
+  // doubling up to 320 ms, each retry counting against max_redirects); a failure once it was
+  // sent ends the call. SIGPIPE is held off in the calling thread while it runs.
   Expected<RedisReply> command(std::string_view routing_key, const std::vector<std::string_view>& argv);
 
   // Several commands to the one node of `routing_key`'s slot, sent together (pipelined) and
-  // answered in order; redirects as for command().
+  // answered in order; redirects as for command(). A redirect answers one command, not the
+  // batch: only the commands redirected are sent again (ASK: each after its own ASKING).
   Expected<std::vector<RedisReply>> pipeline(std::string_view routing_key,
                                              const std::vector<std::vector<std::string_view>>& commands);
 

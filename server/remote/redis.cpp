@@ -1,0 +1,892 @@
+#include "remote/redis.hpp"
+
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <shared_mutex>
+#include <thread>
+
+namespace kcache::server::remote {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Argv = std::vector<std::string_view>;
+
+constexpr int k_slot_count = 16384;
+constexpr std::uint16_t k_no_owner = 0xffff;
+// Idle connections kept per node; callers beyond it connect for one call and close after.
+constexpr std::size_t k_max_idle_per_node = 16;
+// Waits before sending again after TRYAGAIN, CLUSTERDOWN or a node that could not be reached.
+constexpr auto k_first_backoff = 20ms;
+constexpr auto k_max_backoff = 320ms;
+
+// ---- URLs and addresses -----------------------------------------------------------------------
+
+Error bad_url(const std::string& what) { return make_error(ErrorCode::k_invalid_argument, "Redis URL: " + what); }
+
+// `text` for a message: quoted, at most 64 characters, anything unprintable as '?'.
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (text.size() > 64) out += "...";
+  return out + "'";
+}
+
+// A host name or IPv4 address: letters, digits, '.', '-', '_'.
+bool is_host_name(std::string_view host) {
+  return !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+bool is_ipv6_address(std::string_view host) {
+  if (host.empty() || host.size() > INET6_ADDRSTRLEN) return false;
+  in6_addr address{};
+  return inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
+}
+
+// 1..65535 written in decimal digits alone; nullopt otherwise.
+std::optional<int> parse_port_number(std::string_view text) {
+  int port = 0;
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::from_chars(text.data(), text.data() + text.size(), port);
+  if (port < 1 || port > 65535) return std::nullopt;
+  return port;
+}
+
+// HOST:PORT or [V6ADDR]:PORT, one seed of a URL.
+Expected<RedisEndpoint> parse_url_endpoint(std::string_view piece) {
+  if (piece.empty()) return bad_url("an empty HOST:PORT (nothing after '://', or a stray ',')");
+  std::string_view host;
+  std::string_view port;
+  if (piece.front() == '[') {
+    auto close = piece.find(']');
+    if (close == std::string_view::npos) return bad_url("'[' without ']' in " + quoted(piece));
+    host = piece.substr(1, close - 1);
+    std::string_view rest = piece.substr(close + 1);
+    if (rest.empty()) return bad_url("no :PORT after " + quoted(piece));
+    if (rest.front() != ':') return bad_url("junk after ']' in " + quoted(piece));
+    port = rest.substr(1);
+    if (!is_ipv6_address(host)) return bad_url(quoted(host) + " in brackets is not an IPv6 address");
+  } else {
+    auto colon = piece.rfind(':');
+    if (colon == std::string_view::npos) return bad_url("no :PORT in " + quoted(piece));
+    host = piece.substr(0, colon);
+    port = piece.substr(colon + 1);
+    if (host.empty()) return bad_url("an empty host in " + quoted(piece));
+    if (host.find(':') != std::string_view::npos) {
+      return bad_url("an IPv6 address needs brackets ([ADDR]:PORT): " + quoted(piece));
+    }
+    if (!is_host_name(host)) return bad_url("host " + quoted(host) + " is not a host name or address");
+  }
+  if (port.empty()) return bad_url("an empty port in " + quoted(piece));
+  if (port.find_first_not_of("0123456789") != std::string_view::npos) {
+    return bad_url("port " + quoted(port) + " is not a number");
+  }
+  auto number = parse_port_number(port);
+  if (!number) return bad_url("port " + quoted(port) + " is out of range (1-65535)");
+  return RedisEndpoint{std::string(host), *number};
+}
+
+std::string endpoint_name(const RedisEndpoint& endpoint) {
+  std::string port = std::to_string(endpoint.port);
+  if (endpoint.host.find(':') != std::string::npos) return "[" + endpoint.host + "]:" + port;
+  return endpoint.host + ":" + port;
+}
+
+// ---- what cluster nodes say -------------------------------------------------------------------
+
+constexpr std::array<std::uint16_t, 256> make_crc16_table() {
+  std::array<std::uint16_t, 256> table{};
+  for (unsigned i = 0; i < 256; ++i) {
+    unsigned crc = i << 8;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1;
+    table[i] = static_cast<std::uint16_t>(crc);
+  }
+  return table;
+}
+constexpr auto k_crc16_table = make_crc16_table();
+
+// CRC16-XMODEM (polynomial 0x1021, initial 0), as Redis Cluster's crc16.c.
+std::uint16_t crc16(std::string_view data) {
+  unsigned crc = 0;
+  for (unsigned char c : data) crc = ((crc << 8) ^ k_crc16_table[((crc >> 8) ^ c) & 0xff]) & 0xffff;
+  return static_cast<std::uint16_t>(crc);
+}
+
+Error malformed_slots(const RedisEndpoint& from, const std::string& what) {
+  return make_error(ErrorCode::k_unavailable,
+                    "Redis " + endpoint_name(from) + ": malformed CLUSTER SLOTS reply: " + what);
+}
+
+// A node's host as a node sent it: empty or "?" is the answering node's own.
+std::optional<std::string> sent_host(std::string_view host, const RedisEndpoint& answered_by) {
+  if (host.empty() || host == "?") return answered_by.host;
+  if (!is_host_name(host) && !is_ipv6_address(host)) return std::nullopt;
+  return std::string(host);
+}
+
+// [host, port, id?, extras?] from CLUSTER SLOTS.
+Expected<RedisEndpoint> slots_node(const RedisReply& node, const RedisEndpoint& answered_by, std::size_t range) {
+  std::string where = "range " + std::to_string(range) + ": ";
+  if (node.type != RedisReply::Type::array || node.elements.size() < 2 ||
+      node.elements[0].type != RedisReply::Type::string || node.elements[1].type != RedisReply::Type::integer) {
+    return malformed_slots(answered_by, where + "a node is not [host, port, ...]");
+  }
+  auto host = sent_host(node.elements[0].str, answered_by);
+  if (!host) return malformed_slots(answered_by, where + "host " + quoted(node.elements[0].str));
+  long long port = node.elements[1].integer;
+  if (port < 1 || port > 65535) return malformed_slots(answered_by, where + "port " + std::to_string(port));
+  return RedisEndpoint{*host, static_cast<int>(port)};
+}
+
+bool is_slot(const RedisReply& r) {
+  return r.type == RedisReply::Type::integer && r.integer >= 0 && r.integer < k_slot_count;
+}
+
+// ---- hiredis ----------------------------------------------------------------------------------
+
+struct ContextFree {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextFree>;
+
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>(ms.count() % 1000 * 1000)};
+}
+
+// hiredis's own reply, copied; nesting is bounded by hiredis's reader (7 levels).
+RedisReply copy_reply(const redisReply& r) {
+  RedisReply out;
+  switch (r.type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      out.type = r.type == REDIS_REPLY_STRING   ? RedisReply::Type::string
+                 : r.type == REDIS_REPLY_STATUS ? RedisReply::Type::status
+                                                : RedisReply::Type::error;
+      if (r.str != nullptr) out.str.assign(r.str, r.len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::integer;
+      out.integer = r.integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::array;
+      out.elements.reserve(r.elements);
+      for (std::size_t i = 0; i < r.elements; ++i) {
+        out.elements.push_back(r.element[i] != nullptr ? copy_reply(*r.element[i]) : RedisReply{});
+      }
+      break;
+    case REDIS_REPLY_NIL:
+      break;
+    default:
+      out.type = RedisReply::Type::error;
+      out.str = "kcache: a reply of unknown type " + std::to_string(r.type);
+  }
+  return out;
+}
+
+// hiredis writes with write(2): a peer that has gone would raise SIGPIPE, which ends a process
+// that does not ignore it. Held off in this thread while it talks to Redis, and any SIGPIPE that
+// arrived meanwhile is taken away before the mask is put back.
+class SigpipeHold {
+ public:
+  SigpipeHold() {
+    sigemptyset(&m_pipe);
+    sigaddset(&m_pipe, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    m_was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &m_pipe, &m_old);
+  }
+  ~SigpipeHold() {
+    int saved = errno;
+    sigset_t pending;
+    if (!m_was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      timespec now{};
+      while (sigtimedwait(&m_pipe, nullptr, &now) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &m_old, nullptr);
+    errno = saved;
+  }
+  SigpipeHold(const SigpipeHold&) = delete;
+  SigpipeHold& operator=(const SigpipeHold&) = delete;
+
+ private:
+  sigset_t m_pipe{};
+  sigset_t m_old{};
+  bool m_was_pending = false;
+};
+
+// Whether an idle connection is still open and quiet: the peer has not closed it (a restarted
+// server, an idle timeout) and has sent nothing unasked. Checked before reuse, so that a dead
+// pooled connection is never given a command that then fails without knowing if it ran.
+bool idle_connection_usable(const redisContext& c) {
+  char byte = 0;
+  ssize_t n = ::recv(c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+// One node and its idle connections.
+class Node {
+ public:
+  explicit Node(RedisEndpoint endpoint) : m_endpoint(std::move(endpoint)), m_name(endpoint_name(m_endpoint)) {}
+
+  const RedisEndpoint& endpoint() const { return m_endpoint; }
+  const std::string& name() const { return m_name; }
+
+  struct Taken {
+    Context context;  // null: none idle, the caller connects
+    std::uint64_t generation = 0;
+  };
+  Taken take() {
+    std::vector<Context> dead;  // closed outside the lock
+    std::lock_guard lock(m_idle_mutex);
+    while (!m_idle.empty()) {
+      Context c = std::move(m_idle.back());
+      m_idle.pop_back();
+      if (idle_connection_usable(*c)) return {std::move(c), m_generation};
+      dead.push_back(std::move(c));
+    }
+    return {nullptr, m_generation};
+  }
+
+  // Keeps a connection that answered everything asked of it, unless the pool is full or was
+  // emptied since the connection was taken.
+  void give_back(Context context, std::uint64_t generation) {
+    std::lock_guard lock(m_idle_mutex);
+    if (generation == m_generation && m_idle.size() < k_max_idle_per_node) m_idle.push_back(std::move(context));
+  }
+
+  // Closes the idle connections, and those in use as they come back.
+  void drop_idle() {
+    std::vector<Context> closing;
+    std::lock_guard lock(m_idle_mutex);
+    ++m_generation;
+    closing.swap(m_idle);
+  }
+
+  void note_failure() { m_failed_at.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  void note_success() {
+    if (m_failed_at.load(std::memory_order_relaxed) != 0) m_failed_at.store(0, std::memory_order_relaxed);
+  }
+  // When a call to it last failed (0: it answered since).
+  Clock::rep failed_at() const { return m_failed_at.load(std::memory_order_relaxed); }
+
+ private:
+  const RedisEndpoint m_endpoint;
+  const std::string m_name;
+  std::mutex m_idle_mutex;  // guards m_idle and m_generation
+  std::vector<Context> m_idle;
+  std::uint64_t m_generation = 0;
+  std::atomic<Clock::rep> m_failed_at{0};
+};
+
+// What one exchange with a node gave.
+struct Exchange {
+  std::vector<RedisReply> replies;
+  std::optional<Error> error;
+  bool unsent = false;  // it failed before the commands were written: none of them can have run
+};
+
+}  // namespace
+
+// ---- public parsers ---------------------------------------------------------------------------
+
+Expected<RedisOptions> parse_redis_url(std::string_view url) {
+  auto separator = url.find("://");
+  if (url.empty()) return bad_url("empty");
+  if (separator == std::string_view::npos) {
+    return bad_url("no scheme: expected redis://HOST:PORT or redis-cluster://HOST:PORT[,HOST:PORT...]");
+  }
+  std::string_view scheme = url.substr(0, separator);
+  RedisOptions options;
+  if (scheme == "redis-cluster") {
+    options.cluster = true;
+  } else if (scheme == "rediss" || scheme == "rediss-cluster") {
+    return bad_url("TLS (" + std::string(scheme) + "://) is not supported: hiredis 0.14 has no TLS");
+  } else if (scheme != "redis") {
+    return bad_url("unknown scheme " + quoted(scheme) + " (expected redis:// or redis-cluster://)");
+  }
+  std::string_view rest = url.substr(separator + 3);
+  if (auto at = rest.find('@'); at != std::string_view::npos) {
+    std::string_view user = rest.substr(0, at);
+    // Neither the user nor anything before '@' is repeated: it may be a password typed there.
+    if (user.find(':') != std::string_view::npos) {
+      return bad_url("a password in the URL is refused (it would show in ps and in logs): give it in a file");
+    }
+    if (user.empty()) return bad_url("an empty user name before '@'");
+    if (!std::all_of(user.begin(), user.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+        })) {
+      return bad_url("the user name has characters other than letters, digits, '.', '-' and '_'");
+    }
+    options.user = user;
+    rest = rest.substr(at + 1);
+  }
+  if (auto junk = rest.find_first_of("/?#@"); junk != std::string_view::npos) {
+    const char* what = rest[junk] == '/'   ? "a path (database number) is not supported"
+                       : rest[junk] == '?' ? "query parameters are not supported"
+                       : rest[junk] == '#' ? "a fragment is not supported"
+                                           : "more than one '@'";
+    return bad_url(std::string(what) + ": " + quoted(rest.substr(junk)));
+  }
+  std::size_t start = 0;
+  while (true) {
+    auto comma = rest.find(',', start);
+    auto endpoint = parse_url_endpoint(rest.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (!endpoint) return endpoint.error();
+    for (const RedisEndpoint& seen : options.seeds) {
+      if (seen.host == endpoint->host && seen.port == endpoint->port) {
+        return bad_url("seed " + endpoint_name(seen) + " is listed twice");
+      }
+    }
+    options.seeds.push_back(std::move(*endpoint));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (!options.cluster && options.seeds.size() > 1) {
+    return bad_url("redis:// takes one HOST:PORT; for several seeds use redis-cluster://");
+  }
+  return options;
+}
+
+std::uint16_t key_slot(std::string_view key) {
+  if (auto open = key.find('{'); open != std::string_view::npos) {
+    auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
+  }
+  return crc16(key) & (k_slot_count - 1);
+}
+
+Expected<std::vector<RedisSlotRange>> parse_cluster_slots(const RedisReply& reply, const RedisEndpoint& answered_by) {
+  if (reply.type != RedisReply::Type::array) return malformed_slots(answered_by, "not an array");
+  std::vector<bool> seen(k_slot_count, false);
+  std::vector<RedisSlotRange> ranges;
+  ranges.reserve(reply.elements.size());
+  for (std::size_t i = 0; i < reply.elements.size(); ++i) {
+    const RedisReply& entry = reply.elements[i];
+    std::string where = "range " + std::to_string(i) + ": ";
+    if (entry.type != RedisReply::Type::array || entry.elements.size() < 3) {
+      return malformed_slots(answered_by, where + "not [first, last, primary, replicas...]");
+    }
+    if (!is_slot(entry.elements[0]) || !is_slot(entry.elements[1]) ||
+        entry.elements[0].integer > entry.elements[1].integer) {
+      return malformed_slots(answered_by, where + "slots are not first <= last within 0..16383");
+    }
+    RedisSlotRange range;
+    range.first = static_cast<std::uint16_t>(entry.elements[0].integer);
+    range.last = static_cast<std::uint16_t>(entry.elements[1].integer);
+    for (int slot = range.first; slot <= range.last; ++slot) {
+      if (seen[slot]) return malformed_slots(answered_by, where + "slot " + std::to_string(slot) + " listed twice");
+      seen[slot] = true;
+    }
+    for (std::size_t n = 2; n < entry.elements.size(); ++n) {
+      auto node = slots_node(entry.elements[n], answered_by, i);
+      if (!node) return node.error();
+      range.nodes.push_back(std::move(*node));
+    }
+    ranges.push_back(std::move(range));
+  }
+  return ranges;
+}
+
+Expected<std::optional<RedisRedirect>> parse_redirect(std::string_view error, const RedisEndpoint& answered_by) {
+  std::string_view word = error.substr(0, error.find(' '));
+  RedisRedirect redirect;
+  if (word == "TRYAGAIN" || word == "CLUSTERDOWN") {
+    redirect.kind = word == "TRYAGAIN" ? RedisRedirect::Kind::try_again : RedisRedirect::Kind::cluster_down;
+    return std::optional<RedisRedirect>(redirect);
+  }
+  if (word != "MOVED" && word != "ASK") return std::optional<RedisRedirect>();
+  redirect.kind = word == "MOVED" ? RedisRedirect::Kind::moved : RedisRedirect::Kind::ask;
+  auto malformed = [&] {
+    return make_error(ErrorCode::k_unavailable,
+                      "Redis " + endpoint_name(answered_by) + ": malformed redirect " + quoted(error));
+  };
+  // "MOVED <slot> <host>:<port>", the host without brackets even for IPv6.
+  std::string_view rest = error.substr(word.size());
+  if (rest.size() < 2 || rest.front() != ' ') return malformed();
+  rest.remove_prefix(1);
+  auto space = rest.find(' ');
+  if (space == std::string_view::npos) return malformed();
+  std::string_view slot_text = rest.substr(0, space);
+  std::string_view address = rest.substr(space + 1);
+  int slot = -1;
+  if (slot_text.empty() || slot_text.size() > 5 ||
+      slot_text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return malformed();
+  }
+  std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
+  auto colon = address.rfind(':');
+  if (slot < 0 || slot >= k_slot_count || colon == std::string_view::npos) return malformed();
+  auto host = sent_host(address.substr(0, colon), answered_by);
+  auto port = parse_port_number(address.substr(colon + 1));
+  if (!host || !port) return malformed();
+  redirect.slot = static_cast<std::uint16_t>(slot);
+  redirect.target = RedisEndpoint{std::move(*host), *port};
+  return std::optional<RedisRedirect>(std::move(redirect));
+}
+
+// ---- the client -------------------------------------------------------------------------------
+
+struct Redis::State {
+  explicit State(const RedisOptions& options) : m_options(options) { forget_nodes(); }
+
+  Expected<std::vector<RedisReply>> run(std::string_view routing_key, const std::vector<const Argv*>& commands);
+  void reset();
+
+ private:
+  struct Route {
+    std::shared_ptr<Node> node;  // null: the slot's primary, as the slot table has it
+    bool asking = false;
+    bool operator==(const Route&) const = default;
+  };
+
+  // Sends `commands` to `slot`'s primary, following redirects command by command.
+  Expected<std::vector<RedisReply>> run_cluster(std::uint16_t slot, const std::vector<const Argv*>& commands);
+  // Writes `commands` (each after ASKING when `asking`) on a connection to `node` in one go and
+  // reads their replies; the connection goes back to the pool only when all came.
+  Exchange exchange(const std::shared_ptr<Node>& node, const std::vector<const Argv*>& commands, bool asking);
+  // A new connection to `node`: connected, its timeouts set, authenticated.
+  Expected<Context> connect(const Node& node);
+  // DEADLINE_EXCEEDED when hiredis gave up waiting (SO_RCVTIMEO/SO_SNDTIMEO), else UNAVAILABLE.
+  Error transport_error(const redisContext& c, int saved_errno, const Node& node, std::string_view doing) const;
+
+  // The one Node of an address, made on first use.
+  std::shared_ptr<Node> node_for(const RedisEndpoint& endpoint);
+  // The nodes that may answer CLUSTER SLOTS: every node known, those that failed last at the end.
+  std::vector<std::shared_ptr<Node>> nodes_for_topology();
+  // Back to the seeds alone, closing every pooled connection.
+  void forget_nodes();
+
+  // `slot`'s primary, fetching the topology first when there is none or it is stale.
+  Expected<std::shared_ptr<Node>> owner_of(std::uint16_t slot);
+  bool topology_known() {
+    std::shared_lock lock(m_topology_mutex);
+    return m_topology_known;
+  }
+  // CLUSTER SLOTS from the first node that answers it; callers that wait while another thread
+  // fetches take its outcome.
+  Expected<void> refresh_topology();
+  Expected<std::vector<RedisSlotRange>> fetch_slots(const std::shared_ptr<Node>& node);
+  void install_topology(const std::vector<RedisSlotRange>& ranges, const Node& source);
+  // What a MOVED said, until the next fetch.
+  void learn_owner(std::uint16_t slot, const std::shared_ptr<Node>& node);
+
+  const RedisOptions& m_options;
+
+  std::mutex m_nodes_mutex;                              // guards m_nodes and m_seeds
+  std::map<std::string, std::shared_ptr<Node>> m_nodes;  // by HOST:PORT: seeds, and nodes learnt since
+  std::vector<std::shared_ptr<Node>> m_seeds;
+
+  std::shared_mutex m_topology_mutex;  // guards m_slot_owner, m_owners and m_topology_known
+  std::vector<std::uint16_t> m_slot_owner = std::vector<std::uint16_t>(k_slot_count, k_no_owner);  // index in m_owners
+  std::vector<std::shared_ptr<Node>> m_owners;
+  bool m_topology_known = false;
+  std::atomic<bool> m_topology_stale{false};  // a MOVED or a failure: fetch CLUSTER SLOTS before routing
+
+  std::mutex m_refresh_mutex;  // one topology fetch at a time; guards m_last_refresh_error
+  std::atomic<std::uint64_t> m_refresh_count{0};
+  std::optional<Error> m_last_refresh_error;
+};
+
+Redis::Redis(RedisOptions options) : m_options(std::move(options)), m_state(std::make_unique<State>(m_options)) {}
+
+Redis::~Redis() = default;
+
+Expected<RedisReply> Redis::command(std::string_view routing_key, const std::vector<std::string_view>& argv) {
+  auto replies = m_state->run(routing_key, {&argv});
+  if (!replies) return replies.error();
+  return std::move(replies->front());
+}
+
+Expected<std::vector<RedisReply>> Redis::pipeline(std::string_view routing_key,
+                                                  const std::vector<std::vector<std::string_view>>& commands) {
+  std::vector<const Argv*> argvs;
+  argvs.reserve(commands.size());
+  for (const Argv& argv : commands) argvs.push_back(&argv);
+  return m_state->run(routing_key, argvs);
+}
+
+void Redis::reset() { m_state->reset(); }
+
+Expected<std::vector<RedisReply>> Redis::State::run(std::string_view routing_key,
+                                                    const std::vector<const Argv*>& commands) {
+  for (const Argv* argv : commands) {
+    if (argv->empty()) return make_error(ErrorCode::k_invalid_argument, "Redis: an empty command");
+  }
+  if (commands.empty()) return std::vector<RedisReply>();
+  std::shared_ptr<Node> single;
+  {
+    std::lock_guard lock(m_nodes_mutex);
+    if (m_seeds.empty()) return make_error(ErrorCode::k_failed_precondition, "Redis: no node configured");
+    if (!m_options.cluster) single = m_seeds.front();
+  }
+  SigpipeHold sigpipe;
+  if (m_options.cluster) return run_cluster(key_slot(routing_key), commands);
+  Exchange done = exchange(single, commands, false);
+  if (done.error) return std::move(*done.error);
+  return std::move(done.replies);
+}
+
+Expected<std::vector<RedisReply>> Redis::State::run_cluster(std::uint16_t slot,
+                                                            const std::vector<const Argv*>& commands) {
+  std::vector<RedisReply> replies(commands.size());
+  std::vector<Route> routes(commands.size());
+  std::vector<std::size_t> pending(commands.size());
+  std::iota(pending.begin(), pending.end(), 0);
+  int retries = 0;
+  std::string last;  // why the last try left commands unanswered
+  auto backoff = k_first_backoff;
+  auto wait = [&] {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, k_max_backoff);
+  };
+  while (!pending.empty()) {
+    if (retries > m_options.max_redirects) {
+      return make_error(ErrorCode::k_unavailable, "Redis Cluster: slot " + std::to_string(slot) + " unanswered after " +
+                                                      std::to_string(retries - 1) + " retries; last: " + last);
+    }
+    // This round sends the pending commands that go the way of the first one.
+    const Route route = routes[pending.front()];
+    std::shared_ptr<Node> node = route.node;
+    if (!node) {
+      auto owner = owner_of(slot);
+      if (!owner) {
+        if (!topology_known()) return owner.error();  // no node told its slots: waiting would not help
+        last = owner.error().message;
+        ++retries;
+        wait();
+        continue;
+      }
+      node = std::move(*owner);
+    }
+    std::vector<std::size_t> batch;
+    std::vector<std::size_t> later;
+    for (std::size_t i : pending) (routes[i] == route ? batch : later).push_back(i);
+    std::vector<const Argv*> sent;
+    for (std::size_t i : batch) sent.push_back(commands[i]);
+    Exchange done = exchange(node, sent, route.asking);
+    if (done.error) {
+      if (done.error->code == ErrorCode::k_unavailable) m_topology_stale = true;
+      if (!done.unsent || done.error->code != ErrorCode::k_unavailable) return std::move(*done.error);
+      // Never written, so safe to send again: to the slot's primary as a fresh topology says.
+      last = done.error->message;
+      for (std::size_t i : batch) routes[i] = Route{};
+      ++retries;
+      wait();
+      continue;
+    }
+    bool redirected = false;
+    bool back_off = false;
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      std::size_t i = batch[k];
+      RedisReply& reply = done.replies[k];
+      if (reply.is_error()) {
+        auto redirect = parse_redirect(reply.str, node->endpoint());
+        if (!redirect) return redirect.error();
+        if (*redirect) {
+          const RedisRedirect& r = **redirect;
+          redirected = true;
+          last = node->name() + " answered " + quoted(reply.str);
+          if (r.kind == RedisRedirect::Kind::moved) {
+            routes[i] = Route{node_for(r.target), false};
+            learn_owner(r.slot, routes[i].node);
+          } else if (r.kind == RedisRedirect::Kind::ask) {
+            routes[i] = Route{node_for(r.target), true};
+          } else {
+            routes[i] = Route{};
+            back_off = true;
+            if (r.kind == RedisRedirect::Kind::cluster_down) m_topology_stale = true;
+          }
+          later.push_back(i);
+          continue;
+        }
+      }
+      replies[i] = std::move(reply);
+    }
+    if (redirected) ++retries;
+    if (back_off) wait();
+    std::sort(later.begin(), later.end());
+    pending = std::move(later);
+  }
+  return replies;
+}
+
+Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::vector<const Argv*>& commands,
+                                bool asking) {
+  Node::Taken taken = node->take();
+  if (!taken.context) {
+    auto connected = connect(*node);
+    if (!connected) {
+      node->note_failure();
+      return Exchange{{}, connected.error(), true};
+    }
+    taken.context = std::move(*connected);
+  }
+  redisContext* c = taken.context.get();
+  const char* asking_argv[] = {"ASKING"};
+  const std::size_t asking_length[] = {6};
+  std::vector<const char*> args;
+  std::vector<std::size_t> lengths;
+  for (const Argv* argv : commands) {
+    args.clear();
+    lengths.clear();
+    for (std::string_view a : *argv) {
+      args.push_back(a.empty() ? "" : a.data());
+      lengths.push_back(a.size());
+    }
+    if ((asking && redisAppendCommandArgv(c, 1, asking_argv, asking_length) != REDIS_OK) ||
+        redisAppendCommandArgv(c, static_cast<int>(args.size()), args.data(), lengths.data()) != REDIS_OK) {
+      return Exchange{{},
+                      make_error(ErrorCode::k_resource_exhausted,
+                                 "Redis " + node->name() + ": cannot buffer a command: " + c->errstr),
+                      true};
+    }
+  }
+  std::size_t expected = commands.size() * (asking ? 2 : 1);
+  std::vector<RedisReply> replies;
+  replies.reserve(commands.size());
+  for (std::size_t i = 0; i < expected; ++i) {
+    void* raw = nullptr;
+    errno = 0;
+    int rc = redisGetReply(c, &raw);
+    int saved_errno = errno;
+    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (rc != REDIS_OK || reply == nullptr) {
+      Error error = transport_error(*c, saved_errno, *node, "reading a reply");
+      if (error.code == ErrorCode::k_unavailable) {
+        node->note_failure();
+        node->drop_idle();  // the node went away or was restarted: its other connections with it
+      }
+      return Exchange{{}, std::move(error), false};
+    }
+    if (asking && i % 2 == 0) continue;  // ASKING's +OK; the command after it says what happened
+    replies.push_back(copy_reply(*reply));
+  }
+  node->note_success();
+  node->give_back(std::move(taken.context), taken.generation);
+  return Exchange{std::move(replies), std::nullopt, false};
+}
+
+Expected<Context> Redis::State::connect(const Node& node) {
+  const RedisEndpoint& e = node.endpoint();
+  Context c(m_options.connect_timeout.count() > 0
+                ? redisConnectWithTimeout(e.host.c_str(), e.port, to_timeval(m_options.connect_timeout))
+                : redisConnect(e.host.c_str(), e.port));
+  if (c == nullptr) return make_error(ErrorCode::k_resource_exhausted, "Redis " + node.name() + ": out of memory");
+  if (c->err != 0) {
+    return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot connect: " + c->errstr);
+  }
+  if (m_options.operation_timeout.count() > 0 &&
+      redisSetTimeout(c.get(), to_timeval(m_options.operation_timeout)) != REDIS_OK) {
+    return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot set the timeout: " + c->errstr);
+  }
+  if (m_options.password.empty()) return c;
+  std::vector<const char*> args = {"AUTH"};
+  std::vector<std::size_t> lengths = {4};
+  if (!m_options.user.empty()) {
+    args.push_back(m_options.user.data());
+    lengths.push_back(m_options.user.size());
+  }
+  args.push_back(m_options.password.data());
+  lengths.push_back(m_options.password.size());
+  void* raw = nullptr;
+  errno = 0;
+  int rc = redisAppendCommandArgv(c.get(), static_cast<int>(args.size()), args.data(), lengths.data());
+  if (rc == REDIS_OK) rc = redisGetReply(c.get(), &raw);
+  int saved_errno = errno;
+  ReplyPtr reply(static_cast<redisReply*>(raw));
+  if (rc != REDIS_OK || reply == nullptr) return transport_error(*c, saved_errno, node, "authenticating");
+  if (reply->type == REDIS_REPLY_ERROR) {
+    std::string as = m_options.user.empty() ? "" : " as user " + quoted(m_options.user);
+    return make_error(ErrorCode::k_unauthenticated, "Redis " + node.name() + " refused AUTH" + as + ": " +
+                                                        quoted(std::string_view(reply->str, reply->len)));
+  }
+  return c;
+}
+
+Error Redis::State::transport_error(const redisContext& c, int saved_errno, const Node& node,
+                                    std::string_view doing) const {
+  if (c.err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
+    return make_error(ErrorCode::k_deadline_exceeded, "Redis " + node.name() + ": no answer within " +
+                                                          std::to_string(m_options.operation_timeout.count()) + " ms " +
+                                                          std::string(doing));
+  }
+  std::string why = c.err != 0 ? std::string(c.errstr) : "no reply";
+  return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": " + std::string(doing) + ": " + why);
+}
+
+std::shared_ptr<Node> Redis::State::node_for(const RedisEndpoint& endpoint) {
+  std::string name = endpoint_name(endpoint);
+  std::lock_guard lock(m_nodes_mutex);
+  auto [it, added] = m_nodes.try_emplace(name);
+  if (added) it->second = std::make_shared<Node>(endpoint);
+  return it->second;
+}
+
+std::vector<std::shared_ptr<Node>> Redis::State::nodes_for_topology() {
+  std::vector<std::shared_ptr<Node>> nodes;
+  {
+    std::lock_guard lock(m_nodes_mutex);
+    for (const auto& [name, node] : m_nodes) nodes.push_back(node);
+  }
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [](const auto& a, const auto& b) { return a->failed_at() < b->failed_at(); });
+  return nodes;
+}
+
+void Redis::State::forget_nodes() {
+  std::vector<std::shared_ptr<Node>> dropped;
+  {
+    std::lock_guard lock(m_nodes_mutex);
+    for (auto& [name, node] : m_nodes) dropped.push_back(node);
+    m_nodes.clear();
+    m_seeds.clear();
+    for (const RedisEndpoint& seed : m_options.seeds) {
+      auto node = std::make_shared<Node>(seed);
+      m_seeds.push_back(node);
+      m_nodes.emplace(node->name(), node);
+    }
+  }
+  for (const auto& node : dropped) node->drop_idle();
+}
+
+void Redis::State::reset() {
+  {
+    std::unique_lock lock(m_topology_mutex);
+    std::fill(m_slot_owner.begin(), m_slot_owner.end(), k_no_owner);
+    m_owners.clear();
+    m_topology_known = false;
+  }
+  forget_nodes();
+}
+
+Expected<std::shared_ptr<Node>> Redis::State::owner_of(std::uint16_t slot) {
+  bool known = false;
+  {
+    std::shared_lock lock(m_topology_mutex);
+    known = m_topology_known;
+    if (known && !m_topology_stale && m_slot_owner[slot] != k_no_owner) return m_owners[m_slot_owner[slot]];
+  }
+  auto refreshed = refresh_topology();
+  std::shared_lock lock(m_topology_mutex);
+  if (!m_topology_known)
+    return refreshed ? make_error(ErrorCode::k_unavailable, "Redis Cluster: no topology") : refreshed.error();
+  if (m_slot_owner[slot] != k_no_owner) return m_owners[m_slot_owner[slot]];  // a failed refresh keeps the last table
+  m_topology_stale = true;
+  return make_error(ErrorCode::k_unavailable, "Redis Cluster: no node serves slot " + std::to_string(slot) +
+                                                  (refreshed ? "" : " (" + refreshed.error().message + ")"));
+}
+
+Expected<void> Redis::State::refresh_topology() {
+  const std::uint64_t seen = m_refresh_count.load();
+  std::lock_guard lock(m_refresh_mutex);
+  if (m_refresh_count.load() != seen) {
+    // Another thread fetched it while this one waited: its answer will do.
+    if (m_last_refresh_error) return *m_last_refresh_error;
+    return {};
+  }
+  m_topology_stale = false;  // what goes wrong from here on asks for the next fetch
+  std::optional<Error> error;
+  std::optional<std::vector<RedisSlotRange>> empty_answer;
+  std::shared_ptr<Node> empty_source;
+  bool installed = false;
+  for (const std::shared_ptr<Node>& node : nodes_for_topology()) {
+    auto ranges = fetch_slots(node);
+    if (!ranges) {
+      error = ranges.error();
+      continue;
+    }
+    if (ranges->empty()) {  // a node that knows no slots (new, or reset) may be the odd one out
+      empty_answer = std::move(*ranges);
+      empty_source = node;
+      continue;
+    }
+    install_topology(*ranges, *node);
+    installed = true;
+    break;
+  }
+  if (!installed && empty_answer) {
+    install_topology(*empty_answer, *empty_source);
+    installed = true;
+  }
+  if (installed) {
+    m_last_refresh_error.reset();
+  } else {
+    m_last_refresh_error = make_error(ErrorCode::k_unavailable, "Redis Cluster: no node told its slots; last: " +
+                                                                    (error ? error->message : "no node known"));
+    m_topology_stale = true;
+  }
+  ++m_refresh_count;
+  if (m_last_refresh_error) return *m_last_refresh_error;
+  return {};
+}
+
+Expected<std::vector<RedisSlotRange>> Redis::State::fetch_slots(const std::shared_ptr<Node>& node) {
+  static const Argv k_cluster_slots = {"CLUSTER", "SLOTS"};
+  Exchange done = exchange(node, {&k_cluster_slots}, false);
+  if (done.error) return std::move(*done.error);
+  const RedisReply& reply = done.replies.front();
+  if (reply.is_error()) {
+    return make_error(ErrorCode::k_unavailable,
+                      "Redis " + node->name() + " answered CLUSTER SLOTS with " + quoted(reply.str));
+  }
+  return parse_cluster_slots(reply, node->endpoint());
+}
+
+void Redis::State::install_topology(const std::vector<RedisSlotRange>& ranges, const Node& source) {
+  std::vector<std::uint16_t> slot_owner(k_slot_count, k_no_owner);
+  std::vector<std::shared_ptr<Node>> owners;
+  for (const RedisSlotRange& range : ranges) {
+    for (std::size_t n = 1; n < range.nodes.size(); ++n) node_for(range.nodes[n]);  // replicas may answer CLUSTER SLOTS
+    std::shared_ptr<Node> primary = node_for(range.nodes.front());
+    auto it = std::find(owners.begin(), owners.end(), primary);
+    auto index = static_cast<std::uint16_t>(it - owners.begin());
+    if (it == owners.end()) owners.push_back(primary);
+    std::fill(slot_owner.begin() + range.first, slot_owner.begin() + range.last + 1, index);
+  }
+  spdlog::debug("Redis Cluster: {} slot ranges on {} primaries, as {} tells", ranges.size(), owners.size(),
+                source.name());
+  std::unique_lock lock(m_topology_mutex);
+  m_slot_owner = std::move(slot_owner);
+  m_owners = std::move(owners);
+  m_topology_known = true;
+}
+
+void Redis::State::learn_owner(std::uint16_t slot, const std::shared_ptr<Node>& node) {
+  {
+    std::unique_lock lock(m_topology_mutex);
+    auto it = std::find(m_owners.begin(), m_owners.end(), node);
+    if (it == m_owners.end()) it = m_owners.insert(m_owners.end(), node);
+    m_slot_owner[slot] = static_cast<std::uint16_t>(it - m_owners.begin());
+  }
+  m_topology_stale = true;  // one slot moved: others may have too
+}
+
+}  // namespace kcache::server::remote
