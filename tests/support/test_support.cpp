@@ -40,6 +40,8 @@ std::string tail(const std::string& text, std::size_t n = 4000) {
   return text.size() <= n ? text : text.substr(text.size() - n);
 }
 
+}  // namespace
+
 int wait_status(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -49,7 +51,27 @@ int wait_status(pid_t pid) {
   return -1;
 }
 
-}  // namespace
+pid_t spawn_child(const std::vector<std::string>& args, const std::filesystem::path& log, int stdout_fd) {
+  auto argv = c_args(args);
+  // fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a test process that crashes
+  // (or is killed by ctest's timeout) never runs its destructors, and its children would run on.
+  // Between fork and exec only async-signal-safe calls: gRPC threads may run in this process.
+  const pid_t parent = getpid();
+  const char* log_path = log.c_str();
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent is already gone
+    int err = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (err < 0 || dup2(stdout_fd >= 0 ? stdout_fd : err, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) {
+      _exit(127);
+    }
+    execve(argv[0], argv.data(), environ);
+    _exit(127);
+  }
+  if (pid < 0) throw std::runtime_error("cannot start " + args.front() + ": " + std::strerror(errno));
+  return pid;
+}
 
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "kcache-test-XXXXXX").string();
@@ -73,28 +95,15 @@ std::unique_ptr<DaemonProcess> DaemonProcess::start(const std::filesystem::path&
                                    "--log-level", "debug"};
   // The HTTP image API is served by default (on a free port too, since the gRPC port is 0).
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  auto argv = c_args(args);
   auto d = std::unique_ptr<DaemonProcess>(new DaemonProcess());
-  // fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a test process that crashes
-  // (or is killed by ctest's timeout) never runs ~DaemonProcess, and its kcached would run on.
-  // Between fork and exec only async-signal-safe calls: gRPC threads may run in this process.
-  const pid_t parent = getpid();
-  const char* log_path = log.c_str();
-  d->m_pid = fork();
-  if (d->m_pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent is already gone
-    int err = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (err < 0 || dup2(out[1], STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) _exit(127);
-    execve(argv[0], argv.data(), environ);
-    _exit(127);
-  }
-  int rc = d->m_pid < 0 ? errno : 0;
-  close(out[1]);
-  if (rc != 0) {
+  try {
+    d->m_pid = spawn_child(args, log, out[1]);
+  } catch (...) {
     close(out[0]);
-    throw std::runtime_error(std::string("cannot start kcached: ") + std::strerror(rc));
+    close(out[1]);
+    throw;
   }
+  close(out[1]);
   // Wait for "kcached listening on port N" on its stdout: a condition, not a sleep.
   std::string line;
   auto deadline = std::chrono::steady_clock::now() + k_start_timeout;

@@ -66,6 +66,13 @@ class DaemonProcess {
   int m_port = 0;
 };
 
+// Starts `argv` (argv[0] an absolute path) as a child killed when this process dies
+// (PR_SET_PDEATHSIG), its stderr appended to `log`, its stdout to `stdout_fd` (-1: the log too).
+// Throws when it cannot fork.
+pid_t spawn_child(const std::vector<std::string>& argv, const std::filesystem::path& log, int stdout_fd = -1);
+// Waits for a child: its exit status, or 128+signal.
+int wait_status(pid_t pid);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out;  // stdout
