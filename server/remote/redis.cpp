@@ -751,13 +751,17 @@ std::shared_ptr<Node> Redis::State::node_for(const RedisEndpoint& endpoint) {
 }
 
 std::vector<std::shared_ptr<Node>> Redis::State::nodes_for_topology() {
-  std::vector<std::shared_ptr<Node>> nodes;
+  // Sorted on a snapshot of when each failed: other threads may note failures meanwhile.
+  std::vector<std::pair<Clock::rep, std::shared_ptr<Node>>> by_failure;
   {
     std::lock_guard lock(m_nodes_mutex);
-    for (const auto& [name, node] : m_nodes) nodes.push_back(node);
+    for (const auto& [name, node] : m_nodes) by_failure.emplace_back(node->failed_at(), node);
   }
-  std::stable_sort(nodes.begin(), nodes.end(),
-                   [](const auto& a, const auto& b) { return a->failed_at() < b->failed_at(); });
+  std::sort(by_failure.begin(), by_failure.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->name() < b.second->name();
+  });
+  std::vector<std::shared_ptr<Node>> nodes;
+  for (auto& [failed_at, node] : by_failure) nodes.push_back(std::move(node));
   return nodes;
 }
 
