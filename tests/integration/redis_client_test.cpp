@@ -1,8 +1,8 @@
 // The Redis client against real redis-server processes: one primary (round trips, binary values,
 // pipelines, error replies, AUTH, a server stopped and restarted, timeouts, a peer that closed),
 // and a Redis Cluster of three primaries with a replica each (routing, hash tags, threads, ASK
-// during a migration, resharding under load, kill -9 of a primary under load). Skipped, saying
-// why, where redis-server is not installed.
+// and TRYAGAIN during a migration, resharding under load, kill -9 of a primary under load).
+// Skipped, saying why, where redis-server is not installed.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -563,7 +563,7 @@ TEST_F(RedisCluster, EightThreadsOfTwoHundredOperationsAllSucceed) {
   EXPECT_EQ(failures, 0) << first;
 }
 
-TEST_F(RedisCluster, AskDuringAMigrationGoesToTheTargetWithoutMovingTheSlotThere) {
+TEST_F(RedisCluster, DuringAMigrationAskGoesToTheTargetWithoutMovingTheSlotAndTryagainWaits) {
   const std::uint16_t slot = key_slot("m");
   const int from = m_cluster->primary_of(slot);
   int to = 0;
@@ -590,8 +590,22 @@ TEST_F(RedisCluster, AskDuringAMigrationGoesToTheTargetWithoutMovingTheSlotThere
   for (int i = 0; i < 3; ++i) EXPECT_EQ(text(m_redis->command("{m}", {"GET", "{m}old"})), "1");
   EXPECT_EQ(m_cluster->node(to).cli_ok({"INFO", "errorstats"}).find("MOVED"), std::string::npos);
 
+  // A command naming keys on both sides gets TRYAGAIN meanwhile: the client waits and asks
+  // again, and is answered once the migration is over.
+  Expected<RedisReply> both = make_error(ErrorCode::k_unknown, "not run");
+  std::thread waiting([&] { both = m_redis->command("{m}", {"MGET", "{m}old", "{m}new"}); });
+  bool tried_again = false;
+  for (auto deadline = Clock::now() + 5s; !tried_again && Clock::now() < deadline;) {
+    tried_again = m_cluster->node(from).cli_ok({"INFO", "errorstats"}).find("errorstat_TRYAGAIN") != std::string::npos;
+  }
   m_cluster->move_keys(slot, from, to);
   m_cluster->finish_migration(slot, from, to);
+  waiting.join();
+  EXPECT_TRUE(tried_again);
+  ASSERT_TRUE(both) << both.error().message;
+  ASSERT_EQ(both->elements.size(), 2u) << text(both);
+  EXPECT_EQ(both->elements[0].str, "1");
+  EXPECT_EQ(both->elements[1].str, "2");
   // Now the source answers MOVED; the client follows it and learns the new owner.
   EXPECT_EQ(text(m_redis->command("{m}", {"GET", "{m}old"})), "1");
   EXPECT_EQ(text(m_redis->command("{m}", {"GET", "{m}third"})), "3");
