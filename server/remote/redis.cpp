@@ -560,15 +560,17 @@ Expected<std::vector<RedisReply>> Redis::State::run_cluster(std::uint16_t slot,
   std::vector<Route> routes(commands.size());
   std::vector<std::size_t> pending(commands.size());
   std::iota(pending.begin(), pending.end(), 0);
+  const int max_retries = std::max(0, m_options.max_redirects);
   int retries = 0;
   std::string last;  // why the last try left commands unanswered
   auto backoff = k_first_backoff;
   auto wait = [&] {
+    if (retries > max_retries) return;  // giving up: no point in waiting first
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, k_max_backoff);
   };
   while (!pending.empty()) {
-    if (retries > m_options.max_redirects) {
+    if (retries > max_retries) {
       return make_error(ErrorCode::k_unavailable, "Redis Cluster: slot " + std::to_string(slot) + " unanswered after " +
                                                       std::to_string(retries - 1) + " retries; last: " + last);
     }
