@@ -132,7 +132,8 @@ std::uint16_t crc16(std::string_view data) {
 }
 
 Error malformed_slots(const RedisEndpoint& from, const std::string& what) {
-  return make_error(ErrorCode::k_unavailable, "Redis " + endpoint_name(from) + ": malformed CLUSTER SLOTS reply: " + what);
+  return make_error(ErrorCode::k_unavailable,
+                    "Redis " + endpoint_name(from) + ": malformed CLUSTER SLOTS reply: " + what);
 }
 
 // A node's host as a node sent it: empty or "?" is the answering node's own.
@@ -436,7 +437,8 @@ Expected<std::optional<RedisRedirect>> parse_redirect(std::string_view error, co
   std::string_view slot_text = rest.substr(0, space);
   std::string_view address = rest.substr(space + 1);
   int slot = -1;
-  if (slot_text.empty() || slot_text.size() > 5 || slot_text.find_first_not_of("0123456789") != std::string_view::npos) {
+  if (slot_text.empty() || slot_text.size() > 5 ||
+      slot_text.find_first_not_of("0123456789") != std::string_view::npos) {
     return malformed();
   }
   std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
@@ -465,28 +467,40 @@ struct Redis::State {
     bool operator==(const Route&) const = default;
   };
 
+  // Sends `commands` to `slot`'s primary, following redirects command by command.
   Expected<std::vector<RedisReply>> run_cluster(std::uint16_t slot, const std::vector<const Argv*>& commands);
+  // Writes `commands` (each after ASKING when `asking`) on a connection to `node` in one go and
+  // reads their replies; the connection goes back to the pool only when all came.
   Exchange exchange(const std::shared_ptr<Node>& node, const std::vector<const Argv*>& commands, bool asking);
+  // A new connection to `node`: connected, its timeouts set, authenticated.
   Expected<Context> connect(const Node& node);
+  // DEADLINE_EXCEEDED when hiredis gave up waiting (SO_RCVTIMEO/SO_SNDTIMEO), else UNAVAILABLE.
   Error transport_error(const redisContext& c, int saved_errno, const Node& node, std::string_view doing) const;
 
+  // The one Node of an address, made on first use.
   std::shared_ptr<Node> node_for(const RedisEndpoint& endpoint);
+  // The nodes that may answer CLUSTER SLOTS: every node known, those that failed last at the end.
   std::vector<std::shared_ptr<Node>> nodes_for_topology();
+  // Back to the seeds alone, closing every pooled connection.
   void forget_nodes();
 
+  // `slot`'s primary, fetching the topology first when there is none or it is stale.
   Expected<std::shared_ptr<Node>> owner_of(std::uint16_t slot);
   bool topology_known() {
     std::shared_lock lock(m_topology_mutex);
     return m_topology_known;
   }
+  // CLUSTER SLOTS from the first node that answers it; callers that wait while another thread
+  // fetches take its outcome.
   Expected<void> refresh_topology();
   Expected<std::vector<RedisSlotRange>> fetch_slots(const std::shared_ptr<Node>& node);
   void install_topology(const std::vector<RedisSlotRange>& ranges, const Node& source);
+  // What a MOVED said, until the next fetch.
   void learn_owner(std::uint16_t slot, const std::shared_ptr<Node>& node);
 
   const RedisOptions& m_options;
 
-  std::mutex m_nodes_mutex;  // guards m_nodes and m_seeds
+  std::mutex m_nodes_mutex;                              // guards m_nodes and m_seeds
   std::map<std::string, std::shared_ptr<Node>> m_nodes;  // by HOST:PORT: seeds, and nodes learnt since
   std::vector<std::shared_ptr<Node>> m_seeds;
 
@@ -546,15 +560,17 @@ Expected<std::vector<RedisReply>> Redis::State::run_cluster(std::uint16_t slot,
   std::vector<Route> routes(commands.size());
   std::vector<std::size_t> pending(commands.size());
   std::iota(pending.begin(), pending.end(), 0);
+  const int max_retries = std::max(0, m_options.max_redirects);
   int retries = 0;
   std::string last;  // why the last try left commands unanswered
   auto backoff = k_first_backoff;
   auto wait = [&] {
+    if (retries > max_retries) return;  // giving up: no point in waiting first
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, k_max_backoff);
   };
   while (!pending.empty()) {
-    if (retries > m_options.max_redirects) {
+    if (retries > max_retries) {
       return make_error(ErrorCode::k_unavailable, "Redis Cluster: slot " + std::to_string(slot) + " unanswered after " +
                                                       std::to_string(retries - 1) + " retries; last: " + last);
     }
@@ -649,8 +665,9 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
     }
     if ((asking && redisAppendCommandArgv(c, 1, asking_argv, asking_length) != REDIS_OK) ||
         redisAppendCommandArgv(c, static_cast<int>(args.size()), args.data(), lengths.data()) != REDIS_OK) {
-      return Exchange{{}, make_error(ErrorCode::k_resource_exhausted, "Redis " + node->name() +
-                                                                          ": cannot buffer a command: " + c->errstr),
+      return Exchange{{},
+                      make_error(ErrorCode::k_resource_exhausted,
+                                 "Redis " + node->name() + ": cannot buffer a command: " + c->errstr),
                       true};
     }
   }
@@ -720,8 +737,8 @@ Error Redis::State::transport_error(const redisContext& c, int saved_errno, cons
                                     std::string_view doing) const {
   if (c.err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
     return make_error(ErrorCode::k_deadline_exceeded, "Redis " + node.name() + ": no answer within " +
-                                                          std::to_string(m_options.operation_timeout.count()) +
-                                                          " ms " + std::string(doing));
+                                                          std::to_string(m_options.operation_timeout.count()) + " ms " +
+                                                          std::string(doing));
   }
   std::string why = c.err != 0 ? std::string(c.errstr) : "no reply";
   return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": " + std::string(doing) + ": " + why);
@@ -735,14 +752,18 @@ std::shared_ptr<Node> Redis::State::node_for(const RedisEndpoint& endpoint) {
   return it->second;
 }
 
-// The nodes that may answer CLUSTER SLOTS: every node known, those that failed last at the end.
 std::vector<std::shared_ptr<Node>> Redis::State::nodes_for_topology() {
-  std::vector<std::shared_ptr<Node>> nodes;
+  // Sorted on a snapshot of when each failed: other threads may note failures meanwhile.
+  std::vector<std::pair<Clock::rep, std::shared_ptr<Node>>> by_failure;
   {
     std::lock_guard lock(m_nodes_mutex);
-    for (const auto& [name, node] : m_nodes) nodes.push_back(node);
+    for (const auto& [name, node] : m_nodes) by_failure.emplace_back(node->failed_at(), node);
   }
-  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->failed_at() < b->failed_at(); });
+  std::sort(by_failure.begin(), by_failure.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->name() < b.second->name();
+  });
+  std::vector<std::shared_ptr<Node>> nodes;
+  for (auto& [failed_at, node] : by_failure) nodes.push_back(std::move(node));
   return nodes;
 }
 
@@ -781,7 +802,8 @@ Expected<std::shared_ptr<Node>> Redis::State::owner_of(std::uint16_t slot) {
   }
   auto refreshed = refresh_topology();
   std::shared_lock lock(m_topology_mutex);
-  if (!m_topology_known) return refreshed ? make_error(ErrorCode::k_unavailable, "Redis Cluster: no topology") : refreshed.error();
+  if (!m_topology_known)
+    return refreshed ? make_error(ErrorCode::k_unavailable, "Redis Cluster: no topology") : refreshed.error();
   if (m_slot_owner[slot] != k_no_owner) return m_owners[m_slot_owner[slot]];  // a failed refresh keeps the last table
   m_topology_stale = true;
   return make_error(ErrorCode::k_unavailable, "Redis Cluster: no node serves slot " + std::to_string(slot) +
@@ -838,7 +860,8 @@ Expected<std::vector<RedisSlotRange>> Redis::State::fetch_slots(const std::share
   if (done.error) return std::move(*done.error);
   const RedisReply& reply = done.replies.front();
   if (reply.is_error()) {
-    return make_error(ErrorCode::k_unavailable, "Redis " + node->name() + " answered CLUSTER SLOTS with " + quoted(reply.str));
+    return make_error(ErrorCode::k_unavailable,
+                      "Redis " + node->name() + " answered CLUSTER SLOTS with " + quoted(reply.str));
   }
   return parse_cluster_slots(reply, node->endpoint());
 }

@@ -236,11 +236,13 @@ std::string RedisServer::cli_ok(const std::vector<std::string>& args) const {
 // ---- RedisCluster -----------------------------------------------------------------------------
 
 std::unique_ptr<RedisCluster> RedisCluster::start(const std::filesystem::path& dir,
-                                                  std::chrono::milliseconds node_timeout) {
+                                                  std::chrono::milliseconds node_timeout,
+                                                  std::vector<std::string> extra_args) {
   auto cluster = std::unique_ptr<RedisCluster>(new RedisCluster());
   RedisServerOptions options;
   options.cluster = true;
   options.cluster_node_timeout = node_timeout;
+  options.extra_args = std::move(extra_args);
   std::vector<std::string> create = {redis_cli_path(), "--cluster", "create"};
   for (int i = 0; i < 6; ++i) {
     cluster->m_nodes.push_back(RedisServer::start(dir / ("node" + std::to_string(i)), options));
@@ -363,8 +365,8 @@ void RedisCluster::reshard(int count, int from_port, int to_port) const {
                                  id_of(from_port), "--cluster-to", id_of(to_port), "--cluster-slots",
                                  std::to_string(count), "--cluster-yes"});
   if (r.exit_code != 0) {
-    throw std::runtime_error("redis-cli --cluster reshard failed (" + std::to_string(r.exit_code) + "): " + tail(r.out) +
-                             tail(r.err));
+    throw std::runtime_error("redis-cli --cluster reshard failed (" + std::to_string(r.exit_code) +
+                             "): " + tail(r.out) + tail(r.err));
   }
 }
 

@@ -22,9 +22,9 @@ namespace kcache::test {
 struct RedisServerOptions {
   bool cluster = false;  // --cluster-enabled, nodes.conf in the server's folder
   std::chrono::milliseconds cluster_node_timeout{1000};
-  std::string user;             // with `password`: an ACL user with every right; the default user is off
-  std::string password;         // alone: requirepass (the default user's password)
-  bool debug_command = false;   // DEBUG SLEEP and the like (off by default since Redis 7)
+  std::string user;            // with `password`: an ACL user with every right; the default user is off
+  std::string password;        // alone: requirepass (the default user's password)
+  bool debug_command = false;  // DEBUG SLEEP and the like (off by default since Redis 7)
   std::vector<std::string> extra_args;
 };
 
@@ -84,8 +84,10 @@ class RedisCluster {
   // Starts six nodes in subfolders of `dir`, joins them with redis-cli --cluster create, and
   // returns once every node agrees on the slots and says cluster_state:ok, and every replica is
   // in sync. Throws with what failed.
+  // `extra_args`: more redis-server flags for every node.
   static std::unique_ptr<RedisCluster> start(const std::filesystem::path& dir,
-                                             std::chrono::milliseconds node_timeout = std::chrono::milliseconds(1000));
+                                             std::chrono::milliseconds node_timeout = std::chrono::milliseconds(1000),
+                                             std::vector<std::string> extra_args = {});
 
   // "redis-cluster://127.0.0.1:P1,127.0.0.1:P2": the first `count` nodes.
   std::string seeds(std::size_t count = 2) const;
@@ -123,9 +125,9 @@ class RedisCluster {
   RedisCluster() = default;
   // A running node's CLUSTER NODES, as slot -> primary port (-1: no primary) and more.
   struct View {
-    std::vector<int> slot_owner;            // 16384 entries
-    std::map<int, std::string> ids;          // port -> node id
-    std::map<int, bool> primary;             // port -> primary (not failed)
+    std::vector<int> slot_owner;     // 16384 entries
+    std::map<int, std::string> ids;  // port -> node id
+    std::map<int, bool> primary;     // port -> primary (not failed)
   };
   View view_from(const RedisServer& node) const;
   View view() const;  // from the first running node

@@ -1,12 +1,12 @@
 // The Redis client's parsers: URLs (strict, never a password), hash slots as Redis Cluster
 // computes them, and what cluster nodes send (CLUSTER SLOTS, redirects), odd shapes included.
+#include "remote/redis.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "remote/redis.hpp"
 
 namespace kcache::server::remote {
 namespace {
@@ -218,25 +218,24 @@ TEST(RedisClusterSlotsReply, RefusesOddShapesNamingTheNode) {
 }
 
 TEST(RedisRedirect, ReadsMovedAskTryagainAndClusterdown) {
-  auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381", k_answered_by);
-  ASSERT_TRUE(moved && *moved);
-  EXPECT_EQ((*moved)->kind, RedisRedirect::Kind::moved);
-  EXPECT_EQ((*moved)->slot, 3999);
-  EXPECT_EQ((*moved)->target.host, "127.0.0.1");
-  EXPECT_EQ((*moved)->target.port, 6381);
-
-  auto ask = parse_redirect("ASK 16383 ::1:7002", k_answered_by);
-  ASSERT_TRUE(ask && *ask);
-  EXPECT_EQ((*ask)->kind, RedisRedirect::Kind::ask);
-  EXPECT_EQ((*ask)->slot, 16383);
-  EXPECT_EQ((*ask)->target.host, "::1");
-  EXPECT_EQ((*ask)->target.port, 7002);
-
-  for (const char* unknown_host : {"MOVED 0 :7005", "MOVED 0 ?:7005"}) {
-    auto r = parse_redirect(unknown_host, k_answered_by);
-    ASSERT_TRUE(r && *r) << unknown_host;
-    EXPECT_EQ((*r)->target.host, "10.1.1.1");
-    EXPECT_EQ((*r)->target.port, 7005);
+  struct Case {
+    const char* text;
+    RedisRedirect::Kind kind;
+    std::uint16_t slot;
+    const char* host;
+    int port;
+  };
+  for (const Case& c : {Case{"MOVED 3999 127.0.0.1:6381", RedisRedirect::Kind::moved, 3999, "127.0.0.1", 6381},
+                        Case{"ASK 16383 ::1:7002", RedisRedirect::Kind::ask, 16383, "::1", 7002},
+                        // a host the node does not know: the answering node's
+                        Case{"MOVED 0 :7005", RedisRedirect::Kind::moved, 0, "10.1.1.1", 7005},
+                        Case{"ASK 0 ?:7005", RedisRedirect::Kind::ask, 0, "10.1.1.1", 7005}}) {
+    auto r = parse_redirect(c.text, k_answered_by);
+    ASSERT_TRUE(r && *r) << c.text;
+    EXPECT_EQ((*r)->kind, c.kind) << c.text;
+    EXPECT_EQ((*r)->slot, c.slot) << c.text;
+    EXPECT_EQ((*r)->target.host, c.host) << c.text;
+    EXPECT_EQ((*r)->target.port, c.port) << c.text;
   }
 
   auto again = parse_redirect("TRYAGAIN Multiple keys request during rehashing of slot", k_answered_by);
@@ -255,9 +254,9 @@ TEST(RedisRedirect, ReadsMovedAskTryagainAndClusterdown) {
 }
 
 TEST(RedisRedirect, RefusesMalformedMovedAndAsk) {
-  for (const char* bad : {"MOVED", "MOVED ", "MOVED 3999", "MOVED 3999 h", "MOVED 3999 h:", "MOVED 3999 h:0",
-                          "MOVED 3999 h:70000", "MOVED 16384 h:1", "MOVED -1 h:1", "MOVED x h:1", "ASK 1 bad host:1",
-                          "ASK 1  h:1", "MOVED 123456 h:1"}) {
+  for (const char* bad :
+       {"MOVED", "MOVED ", "MOVED 3999", "MOVED 3999 h", "MOVED 3999 h:", "MOVED 3999 h:0", "MOVED 3999 h:70000",
+        "MOVED 16384 h:1", "MOVED -1 h:1", "MOVED x h:1", "ASK 1 bad host:1", "ASK 1  h:1", "MOVED 123456 h:1"}) {
     auto r = parse_redirect(bad, k_answered_by);
     ASSERT_FALSE(r) << "accepted " << bad;
     EXPECT_EQ(r.error().code, ErrorCode::k_unavailable);
