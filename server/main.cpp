@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   if (config.verify) return verify_store(config);
 
+  // A peer that went away (a client, Redis, a worker) must cost that call, never the daemon: every
+  // write to a closed socket or pipe is an EPIPE error, not a signal.
+  ::signal(SIGPIPE, SIG_IGN);
   // Signals are taken synchronously by this thread only; every thread started later inherits the mask.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
