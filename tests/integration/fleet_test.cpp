@@ -4,6 +4,7 @@
 // identical compiles across the fleet run once; Redis failing costs hit rate, never a request;
 // and nothing written to Redis without the fleet secret is ever served.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <chrono>
@@ -150,6 +151,75 @@ TEST_F(Fleet, OneDaemonCompilesAndTheOthersServeItFromTheRemote) {
   auto shown = run_cli({"--json", "stats"}, b.daemon->address());
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("\"remote_hits\":1"), std::string::npos) << shown.out;
+}
+
+// The HTTP image API (the CLI's cached-compile path) reads through to the remote too.
+TEST_F(Fleet, TheHttpImageApiServesARemoteEntry) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url());
+  std::vector<std::string> with_http = {"--remote", redis->url(), "--remote-secret-file", secret_file().string()};
+  auto d = DaemonProcess::start(m_dir.path() / "d" / "db", m_dir.path() / "d.log", with_http);
+  Client d_client(ClientOptions{d->address(), std::chrono::seconds(30)});
+  auto caps = d_client.capabilities();
+  ASSERT_TRUE(caps && caps->http_port() != 0);
+
+  auto first = a.client->compile(numbered_job(5));
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; }));
+  httplib::Client http("127.0.0.1", static_cast<int>(caps->http_port()));
+  auto res = http.Get("/v1/device/" + first->key() + "/sm_80/ptx");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->body, first->images(0).data());
+  auto stats = d_client.stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->remote_hits(), 1u);
+  EXPECT_EQ(stats->compiles(), 0u);
+  auto absent = http.Get("/v1/device/" + std::string(64, 'a') + "/sm_80/ptx");
+  ASSERT_TRUE(absent);
+  EXPECT_EQ(absent->status, 404);
+}
+
+// A full write queue drops the write and counts it; the reply never waits for it.
+TEST_F(Fleet, AFullWriteQueueDropsTheWriteAndTheReplyGoesOn) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url(), {"--remote-write-queue-size", "1K"});
+  auto compiled = a.client->compile(numbered_job(6));
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  EXPECT_EQ(compiled->outcome(), v1::OUTCOME_MISS);
+  v1::Stats s = a.stats();
+  EXPECT_EQ(s.remote_write_drops(), 1u);
+  EXPECT_EQ(s.remote_writes(), 0u);
+  // The lease went with the dropped write: another daemon compiles at once instead of waiting.
+  Member b = join("b", redis->url());
+  auto again = b.client->compile(numbered_job(6));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(b.stats().lease_waits(), 0u);
+  EXPECT_EQ(b.stats().compiles(), 1u);
+}
+
+// A compile that outlasts the lease's time keeps its lease (renewed): the other daemon waits
+// for the result instead of compiling too.
+TEST_F(Fleet, ALeaseIsRenewedWhileItsCompileRuns) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url(), {"--remote-lease-ms", "300"}), b = join("b", redis->url(), {"--remote-lease-ms", "300"});
+  v1::CompileRequest slow;
+  slow.set_side(v1::SIDE_DEVICE);
+  slow.set_module(slow_device_module(k_asan_build ? 60 : 300));
+  slow.add_archs("sm_90");
+  slow.add_emit(v1::KIND_PTX);
+  std::thread first([&] { EXPECT_TRUE(a.client->compile(slow)); });
+  ASSERT_TRUE(eventually([&] { return a.stats().running_jobs() == 1; }));
+  auto start = std::chrono::steady_clock::now();
+  auto from_b = b.client->compile(slow);
+  auto waited = std::chrono::steady_clock::now() - start;
+  first.join();
+  ASSERT_TRUE(from_b) << from_b.error().message;
+  v1::Stats sa = a.stats(), sb = b.stats();
+  EXPECT_EQ(sa.compiles() + sb.compiles(), 1u) << "B waited " << std::chrono::duration<double>(waited).count() << " s";
+  EXPECT_EQ(sb.lease_waits(), 1u);
+  EXPECT_EQ(sb.lease_takeovers(), 0u);
+  EXPECT_EQ(from_b->outcome(), v1::OUTCOME_HIT);
 }
 
 // An entry rewritten in Redis by someone without the fleet secret: other bytes, with metadata
