@@ -234,12 +234,13 @@ kcache_status kcache_bundle_fetch(const kcache_bundle* bundle, const char* key_h
 
 void kcache_bundle_free(kcache_bundle* bundle) { delete bundle; }
 
-const void* kcache_image_data(const kcache_image* image) { return image->fetched.data.data(); }
-size_t kcache_image_size(const kcache_image* image) { return image->fetched.data.size(); }
-const char* kcache_image_arch(const kcache_image* image) { return image->fetched.image.arch().c_str(); }
-int kcache_image_kind(const kcache_image* image) { return image->fetched.image.kind(); }
-int kcache_image_needs_jit(const kcache_image* image) { return image->fetched.image.needs_jit() ? 1 : 0; }
-const char* kcache_image_sha256(const kcache_image* image) { return image->fetched.image.sha256().c_str(); }
+// A NULL image (what a failed call leaves) reads as empty, so a caller that checks late does not crash.
+const void* kcache_image_data(const kcache_image* image) { return image ? image->fetched.data.data() : nullptr; }
+size_t kcache_image_size(const kcache_image* image) { return image ? image->fetched.data.size() : 0; }
+const char* kcache_image_arch(const kcache_image* image) { return image ? image->fetched.image.arch().c_str() : ""; }
+int kcache_image_kind(const kcache_image* image) { return image ? image->fetched.image.kind() : 0; }
+int kcache_image_needs_jit(const kcache_image* image) { return image && image->fetched.image.needs_jit() ? 1 : 0; }
+const char* kcache_image_sha256(const kcache_image* image) { return image ? image->fetched.image.sha256().c_str() : ""; }
 void kcache_image_free(kcache_image* image) { delete image; }
 
 }  // extern "C"

@@ -112,6 +112,7 @@ kcache_status kcache_bundle_fetch(const kcache_bundle *bundle, const char *key_h
                                   kcache_image **out);
 void kcache_bundle_free(kcache_bundle *bundle);
 
+/* Each accessor takes NULL (a failed call's image) and reads it as empty: NULL data, size 0, "". */
 const void *kcache_image_data(const kcache_image *image);
 size_t kcache_image_size(const kcache_image *image);
 const char *kcache_image_arch(const kcache_image *image);
