@@ -199,25 +199,19 @@ int run_stats(kcache::Client& client, const GlobalFlags& g) {
   for (const auto& rc : s->requests()) {
     requests.push_back({{"service", rc.service()}, {"method", rc.method()}, {"code", rc.code()}, {"count", rc.count()}});
   }
-  json buckets = json::array();
-  std::uint64_t compiles = 0;
-  for (const auto& b : s->compile_seconds()) {
-    buckets.push_back({{"le", std::isinf(b.le()) ? json("+Inf") : json(b.le())}, {"count", b.count()}});
-    compiles = b.count();
-  }
+  auto buckets_json = [](const auto& buckets) {
+    json out = json::array();
+    for (const auto& b : buckets) out.push_back({{"le", std::isinf(b.le()) ? json("+Inf") : json(b.le())}, {"count", b.count()}});
+    return out;
+  };
+  std::uint64_t compiles = s->compile_seconds().empty() ? 0 : s->compile_seconds(s->compile_seconds_size() - 1).count();
   j["requests"] = requests;
-  j["compile_seconds"] = buckets;
+  j["compile_seconds"] = buckets_json(s->compile_seconds());
   j["compile_seconds_sum"] = s->compile_seconds_sum();
   j["hit_ratio"] = kcache::wire::hit_ratio(*s);
   j["remote"] = s->remote();
   json tiers = json::object();
-  for (const auto& t : s->tier_seconds()) {
-    json tier_buckets = json::array();
-    for (const auto& b : t.buckets()) {
-      tier_buckets.push_back({{"le", std::isinf(b.le()) ? json("+Inf") : json(b.le())}, {"count", b.count()}});
-    }
-    tiers[t.tier()] = {{"buckets", tier_buckets}, {"sum", t.sum()}};
-  }
+  for (const auto& t : s->tier_seconds()) tiers[t.tier()] = {{"buckets", buckets_json(t.buckets())}, {"sum", t.sum()}};
   j["tier_seconds"] = tiers;
   if (g.json) {
     std::cout << j.dump() << '\n';

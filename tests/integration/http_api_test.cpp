@@ -29,6 +29,15 @@ class HttpApi : public DaemonTest {
     EXPECT_TRUE(caps) << caps.error().message;
     return caps ? static_cast<int>(caps->http_port()) : 0;
   }
+  // The client's remembered state of this daemon, as kcache-grpc wrote it (fingerprint, host
+  // triple, HTTP port); empty when there is none.
+  std::filesystem::path remembered_state_file() const {
+    std::filesystem::path state_dir = std::getenv("KCACHE_STATE_DIR");
+    for (const auto& e : std::filesystem::directory_iterator(state_dir / "servers")) {
+      if (e.path().filename().string().ends_with("_" + std::to_string(m_daemon->port()))) return e.path();
+    }
+    return {};
+  }
   // Calls counted by the daemon for service/method with status OK.
   std::uint64_t ok_calls(const std::string& service, const std::string& method) {
     auto stats = m_client->stats();
@@ -88,11 +97,7 @@ TEST_F(HttpApi, ACachedCompileIsAnsweredOverHttpWithTheSameOutputAndFiles) {
 TEST_F(HttpApi, AStaleFingerprintGoesTheFullWayAndIsRefreshed) {
   ASSERT_EQ(compile(m_dir.path() / "a").exit_code, 0);
   // The client's remembered state, as kcache-grpc wrote it: fingerprint, host triple, port.
-  std::filesystem::path state_dir = std::getenv("KCACHE_STATE_DIR");
-  std::filesystem::path state;
-  for (const auto& e : std::filesystem::directory_iterator(state_dir / "servers")) {
-    if (e.path().filename().string().ends_with("_" + std::to_string(m_daemon->port()))) state = e.path();
-  }
+  std::filesystem::path state = remembered_state_file();
   ASSERT_FALSE(state.empty());
   std::string remembered = read_file(state);
   ASSERT_EQ(remembered.substr(0, 64), m_client->capabilities()->fingerprint());
@@ -366,11 +371,7 @@ TEST(HttpGet, OnlyAWholeReplyWithNothingAfterItKeepsTheConnection) {
 // answers costs it about a second, not --timeout, and gRPC then answers the cached compile.
 TEST_F(HttpApi, AWedgedHttpListenerCostsTheFastPathASecondThenGrpcAnswers) {
   ASSERT_EQ(compile(m_dir.path() / "a").exit_code, 0);
-  std::filesystem::path state_dir = std::getenv("KCACHE_STATE_DIR");
-  std::filesystem::path state;
-  for (const auto& e : std::filesystem::directory_iterator(state_dir / "servers")) {
-    if (e.path().filename().string().ends_with("_" + std::to_string(m_daemon->port()))) state = e.path();
-  }
+  std::filesystem::path state = remembered_state_file();
   ASSERT_FALSE(state.empty());
   std::istringstream remembered(read_file(state));
   std::string fingerprint, triple;
