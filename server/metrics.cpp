@@ -105,6 +105,19 @@ void write_histogram(std::ostream& out, std::string_view name, const std::string
   out << name << "_sum" << braces << ' ' << sum << "\n" << name << "_count" << braces << ' ' << count << "\n";
 }
 
+// Cumulative buckets from per-bucket `counts`, whose upper bounds are `bounds` and then +Inf.
+template <std::size_t N>
+void fill_buckets(const std::array<std::uint64_t, N + 1>& counts, const std::array<double, N>& bounds,
+                  google::protobuf::RepeatedPtrField<v1::HistogramBucket>& out) {
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    cumulative += counts[i];
+    v1::HistogramBucket* b = out.Add();
+    b->set_le(i < N ? bounds[i] : INFINITY);
+    b->set_count(cumulative);
+  }
+}
+
 // Stats fields that are levels, not running totals.
 bool is_gauge(const std::string& field) {
   return field == "entries" || field == "bytes" || field == "images" || field == "queued_jobs" ||
@@ -151,25 +164,13 @@ void Metrics::fill(v1::Stats& stats) const {
     r->set_code(status_name(std::get<2>(id)));
     r->set_count(count);
   }
-  std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < m_buckets.size(); ++i) {
-    cumulative += m_buckets[i];
-    v1::HistogramBucket* b = stats.add_compile_seconds();
-    b->set_le(i < k_compile_buckets.size() ? k_compile_buckets[i] : INFINITY);
-    b->set_count(cumulative);
-  }
+  fill_buckets(m_buckets, k_compile_buckets, *stats.mutable_compile_seconds());
   stats.set_compile_seconds_sum(m_compile_seconds);
   static constexpr std::array<const char*, 4> k_tier_names = {"hot", "local", "remote", "compile"};
   for (std::size_t t = 0; t < m_tiers.size(); ++t) {
     v1::TierLatency* out = stats.add_tier_seconds();
     out->set_tier(k_tier_names[t]);
-    std::uint64_t running = 0;
-    for (std::size_t i = 0; i < m_tiers[t].buckets.size(); ++i) {
-      running += m_tiers[t].buckets[i];
-      v1::HistogramBucket* b = out->add_buckets();
-      b->set_le(i < k_tier_buckets.size() ? k_tier_buckets[i] : INFINITY);
-      b->set_count(running);
-    }
+    fill_buckets(m_tiers[t].buckets, k_tier_buckets, *out->mutable_buckets());
     out->set_sum(m_tiers[t].seconds);
   }
 }
