@@ -267,10 +267,10 @@ KCacheService::Pull KCacheService::pull_remote(Side side, const Key& key, const 
   if (!complete) return Pull::miss;
   // Verified (digest and the fleet's HMAC) by the tier. Served from memory at once and written
   // to RocksDB in the background; host images pass the wall's check before anything can read them.
+  std::vector<ImageRequest> pulled;
+  for (const Image& image : entry->images) pulled.push_back(image.meta.id());
   m_store.put_soon(side, key, entry->record, std::move(entry->images));
-  if (side == Side::host && !all_stored(side, key, wanted != nullptr ? *wanted : std::vector<ImageRequest>{})) {
-    return Pull::miss;  // refused by the host image check (logged)
-  }
+  if (side == Side::host && !all_stored(side, key, pulled)) return Pull::miss;  // refused by the host image check (logged)
   m_metrics.observe_tier(Metrics::Tier::remote, std::chrono::duration<double>(Clock::now() - start).count());
   return Pull::hit;
 }
