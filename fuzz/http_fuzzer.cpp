@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "http_request.hpp"
@@ -52,7 +53,9 @@ Router& router() {
     made->Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
       std::string compile = req.get_header_value("X-Kcache-Compile");
       res.set_header("X-Kcache-Sha256", req.matches[2].str());
-      res.set_content(req.matches[3].str() + req.matches[4].str() + compile, "application/octet-stream");
+      // As the image API answers: a shared body, sent after cpp-httplib's head.
+      auto body = std::make_shared<const std::string>(req.matches[3].str() + req.matches[4].str() + compile);
+      kcache::server::set_shared_content(req, res, body, *body, "application/octet-stream");
     });
     return made;
   }();
@@ -84,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       sink.write(answer.data(), answer.size());
       break;
     }
-    open = kcache::server::answer_requests(router(), in, answered, ends, sink);
+    // Not an event thread: no handler defers.
+    open = kcache::server::answer_requests(router(), in, answered, ends, sink) == kcache::server::Next::more;
   }
   if (!sink.out().empty() && !sink.out().starts_with("HTTP/1.1 ")) __builtin_trap();
   return 0;

@@ -6,13 +6,21 @@
 // for as long as it likes; 70 of them froze the image API (issue 14). It also listens with a
 // backlog of 5 (compiled into Debian's libcpp-httplib, not settable), drops the second of two
 // pipelined requests (its line reader reads past the first), and reads request bodies before
-// routing. So the listener here owns the sockets: one event thread accepts (backlog 4096) and
-// reads every connection's TLS handshake and request headers without blocking, under a deadline
-// for the whole request; only a complete request, with no body, goes to a small pool of threads,
-// which hands it to cpp-httplib's parser and router (Server::process_request) through a stream
-// that ends where the request ends (http_request.hpp: that part, without sockets, for the fuzzer). A request that is not complete within its deadline, or too
-// large, or carries a body (every route is a GET), is answered and closed by the event thread.
-// Waiting connections cost a file descriptor and a buffer, never a thread.
+// routing. So the listener here owns the sockets, and cpp-httplib only parses and routes
+// (Server::process_request, through a stream that ends where the request ends: http_request.hpp,
+// that part without sockets, for the fuzzer).
+//
+// Event threads (a few, each with its own epoll and its own connections, all accepting from one
+// socket) read every connection's TLS handshake and request headers without blocking, under a
+// deadline for the whole request, and answer there what memory can answer: the handlers read
+// with Store::Reach::memory, and an image from the hot cache goes from where it lies to the
+// socket (set_shared_content), sent without blocking as the socket takes it. A request whose
+// answer needs a wait (RocksDB's files, the remote tier) is passed (defer()) to a small pool of
+// threads, which answers it with blocking writes under a deadline and gives the connection back.
+// So a hit costs no hand-off between threads, which on this project's machines was most of its
+// cost (bench/README.md, "The hit path, profiled"). A request that is not complete within its
+// deadline, or too large, or carries a body (every route is a GET), is answered and closed by the
+// event thread. Waiting connections cost a file descriptor and a buffer, never a thread.
 #pragma once
 
 #include <chrono>
@@ -37,7 +45,8 @@ struct HttpTls {
 };
 
 struct HttpLimits {
-  std::size_t threads = 16;            // requests answered at once
+  std::size_t event_threads = 0;       // 0: one per core, at most 4
+  std::size_t threads = 16;            // requests that need a wait, answered at once
   std::size_t max_connections = 512;   // open at once; further ones are closed at accept
   // From accept (TLS handshake included), or from a request's first byte, to the end of its
   // headers: a slow client is cut off here, whatever pace it keeps.

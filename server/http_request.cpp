@@ -3,9 +3,18 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <utility>
 
 namespace kcache::server {
 namespace {
+
+thread_local bool t_event_thread = false;
+thread_local bool t_deferred = false;
+// The body a handler set with set_shared_content, sent after cpp-httplib's head of the answer.
+thread_local struct {
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+} t_shared;
 
 // A request for cpp-httplib's parser: reads end where the request's headers end (so a pipelined
 // request stays for the next round), writes go to the sink.
@@ -48,6 +57,24 @@ class RequestStream final : public httplib::Stream {
 };
 
 }  // namespace
+
+bool may_wait() { return !t_event_thread; }
+void defer() { t_deferred = true; }
+void become_event_thread() { t_event_thread = true; }
+
+void set_shared_content(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const void> owner,
+                        std::string_view bytes, const char* content_type) {
+  // cpp-httplib's content providers write nothing through a Router that never listened (they
+  // stop once the server "is shutting down"), so the body goes around it: cpp-httplib writes the
+  // head, with this length, and answer_requests the body. The whole body, always: a Range
+  // header is ignored, as RFC 9110 allows (this Request is cpp-httplib's own, not const).
+  const_cast<httplib::Request&>(req).ranges.clear();
+  res.status = 200;
+  res.set_header("Content-Type", content_type);
+  res.set_header("Content-Length", std::to_string(bytes.size()));
+  if (req.method == "HEAD") return;
+  t_shared = {std::move(owner), bytes};
+}
 
 std::size_t header_end(std::string_view in) {
   auto pos = in.find("\r\n\r\n");
@@ -92,24 +119,33 @@ std::string canned_answer(int status, const std::string& reason, const std::stri
          "Content-Length: " + std::to_string(message.size() + 1) + "\r\nConnection: close\r\n\r\n" + message + "\n";
 }
 
-bool answer_requests(Router& router, std::string& in, std::size_t& answered, const Endpoints& ends,
+Next answer_requests(Router& router, std::string& in, std::size_t& answered, const Endpoints& ends,
                      AnswerSink& sink) {
   // Pipelined requests are answered in order, each with its own write deadline.
-  for (std::size_t end = header_end(in); end != 0; end = header_end(in)) {
+  for (std::size_t end = header_end(in); end != 0 && !sink.full(); end = header_end(in)) {
     sink.start_answer();
     if (auto [status, message] = request_problem(std::string_view(in).substr(0, end)); status != 0) {
       std::string answer = canned_answer(status, "Payload Too Large", message);
       sink.write(answer.data(), answer.size());
-      return false;
+      return Next::close;
     }
     RequestStream stream(in, end, ends, sink);
     bool close = false;
     bool last = ++answered >= k_max_requests_per_connection;
+    t_deferred = false;
     bool ok = router.answer(stream, last, close);
+    auto shared = std::exchange(t_shared, {});
+    if (t_deferred) {  // as if never asked: the pool answers it again
+      t_deferred = false;
+      sink.drop_answer();
+      --answered;
+      return Next::defer;
+    }
+    if (ok && !stream.failed() && shared.owner && !sink.write_shared(shared.owner, shared.bytes)) ok = false;
     in.erase(0, end);
-    if (!ok || close || last || stream.failed()) return false;
+    if (!ok || close || last || stream.failed()) return Next::close;
   }
-  return true;
+  return Next::more;
 }
 
 }  // namespace kcache::server

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,8 +54,8 @@ struct Endpoints {
   int fd = -1;
 };
 
-// Where answers go: the socket, under a deadline for each answer, in the listener; memory in the
-// fuzzer.
+// Where answers go: memory first on an event thread (sent from there without blocking), the
+// socket under a deadline for each answer on a pool thread, memory in the fuzzer.
 class AnswerSink {
  public:
   virtual ~AnswerSink() = default;
@@ -62,13 +63,44 @@ class AnswerSink {
   virtual void start_answer() {}
   // Writes all of `data`; false once the connection has failed.
   virtual bool write(const char* data, std::size_t size) = 0;
+  // Writes `bytes`, which `owner` keeps alive and unchanged: a sink that keeps answers to send
+  // them later keeps a reference instead of a copy (set_shared_content).
+  virtual bool write_shared(const std::shared_ptr<const void>& /*owner*/, std::string_view bytes) {
+    return write(bytes.data(), bytes.size());
+  }
+  // Forgets what was written since start_answer(), for a request passed to a pool thread
+  // (defer()); only a sink that has not sent it yet is ever asked to.
+  virtual void drop_answer() {}
+  // Whether it holds enough unsent answers that pipelined requests should wait for them to go.
+  virtual bool full() const { return false; }
+};
+
+// Handlers run first on an event thread, which must never wait: may_wait() is false there, and a
+// handler whose answer needs a wait (a read from disk or from the remote tier) calls defer() and
+// returns. What it set is then dropped and the request answered again on a pool thread, where
+// may_wait() is true (as on any thread that is not an event thread: the fuzzer's).
+bool may_wait();
+void defer();
+// For the listener: marks the calling thread as an event thread.
+void become_event_thread();
+
+// Answers `req` with 200 and the body `bytes`, which `owner` keeps alive and unchanged (an image
+// in the hot cache): the listener sends them from where they are, without copying them.
+void set_shared_content(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const void> owner,
+                        std::string_view bytes, const char* content_type);
+
+// What answer_requests leaves the connection to do.
+enum class Next {
+  more,   // wait for more requests (any left in `in` are incomplete, or wait for a full sink)
+  close,  // close it, once what the sink holds is sent
+  defer,  // answer the request at the start of `in` on a pool thread
 };
 
 // Answers every complete request at the start of `in` in order, through `router` to `sink`,
 // erasing each from `in`: what is left is the start of the next. `answered` counts the
-// connection's requests (the last one allowed is told to close). True when the connection may
-// wait for more; false when it must be closed.
-bool answer_requests(Router& router, std::string& in, std::size_t& answered, const Endpoints& ends,
+// connection's requests (the last one allowed is told to close). Stops early, with Next::more,
+// once the sink is full.
+Next answer_requests(Router& router, std::string& in, std::size_t& answered, const Endpoints& ends,
                      AnswerSink& sink);
 
 }  // namespace kcache::server

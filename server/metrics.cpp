@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "http_request.hpp"
 #include "wire/wire.hpp"
 
 namespace kcache::server {
@@ -215,6 +216,9 @@ std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Metrics::
 
 void add_metrics_route(httplib::Server& server, std::function<v1::Stats()> stats) {
   server.Get("/metrics", [stats = std::move(stats)](const httplib::Request&, httplib::Response& res) {
+    // The snapshot takes the store's and the service's locks, which a compile may hold a while:
+    // not for an event thread.
+    if (!may_wait()) return defer();
     res.set_content(Metrics::render(stats()), "text/plain; version=0.0.4; charset=utf-8");
   });
 }

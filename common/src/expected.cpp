@@ -17,6 +17,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::k_unavailable: return "UNAVAILABLE";
     case ErrorCode::k_unauthenticated: return "UNAUTHENTICATED";
     case ErrorCode::k_permission_denied: return "PERMISSION_DENIED";
+    case ErrorCode::k_would_block: return "WOULD_BLOCK";
   }
   return "UNKNOWN";
 }

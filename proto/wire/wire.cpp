@@ -149,7 +149,9 @@ std::string_view cut_utf8(std::string_view text, std::size_t limit) {
 }  // namespace
 
 grpc::Status to_status(const Error& error, std::size_t report_bytes) {
-  auto code = static_cast<grpc::StatusCode>(error.code);
+  // WOULD_BLOCK never leaves the daemon; were it to, it is a fault of ours.
+  auto code = error.code == ErrorCode::k_would_block ? grpc::StatusCode::INTERNAL
+                                                      : static_cast<grpc::StatusCode>(error.code);
   constexpr std::string_view k_cut = " ... (cut; the whole message is in the error report)";
   bool cut = error.message.size() > k_max_status_message;
   std::string message(cut ? cut_utf8(error.message, k_max_status_message - k_cut.size()) : error.message);

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include "http_request.hpp"
 #include "image_proto.hpp"
 #include "service/service.hpp"
 #include "wire/wire.hpp"
@@ -37,6 +38,8 @@ void send_error(httplib::Response& res, const Error& e) {
 
 void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics) {
   // Connections, deadlines and limits are the listener's (server/http.hpp); these are the routes.
+  // Each first runs on an event thread, reading only what is in memory, and defers to a pool
+  // thread when the answer needs a wait (http_request.hpp).
   // Counts the call like the gRPC interceptor does, then answers with `result`'s error if any.
   auto finish = [&metrics](const char* method, httplib::Response& res, const Expected<void>& result) {
     metrics.count_request("kcache.http", method, result ? 0 : wire::to_status(result.error()).error_code());
@@ -77,14 +80,16 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       if (!driver) return (void)finish("SelectImage", res, driver.error());
       request.set_driver_version(*driver);
     }
-    auto found = service.select_image(request);
+    auto found = service.select_image(request, may_wait() ? KCacheService::Reach::anywhere : KCacheService::Reach::memory);
+    if (!found && is_would_block(found.error())) return defer();
     if (!found) return (void)finish("SelectImage", res, found.error());
     finish("SelectImage", res, {});
     v1::Image meta;
     to_proto(found->image->meta, meta);
     meta.set_needs_jit(found->needs_jit);
     res.set_header("X-Kcache-Image", to_hex(meta.SerializeAsString()));
-    res.set_content(found->image->data, "application/octet-stream");
+    std::string_view bytes = found->image->data;
+    set_shared_content(req, res, std::move(found->image), bytes, "application/octet-stream");
   });
 
   server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",
@@ -100,7 +105,9 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     auto purpose = compile == "last"   ? KCacheService::ReadFor::compile_last
                    : compile == "part" ? KCacheService::ReadFor::compile_part
                                        : KCacheService::ReadFor::fetch;
-    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose);
+    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose,
+                                    may_wait() ? KCacheService::Reach::anywhere : KCacheService::Reach::memory);
+    if (!image && is_would_block(image.error())) return defer();
     if (!image) return (void)finish("GetImage", res, image.error());
     finish("GetImage", res, {});
     res.set_header("X-Kcache-Sha256", to_hex((*image)->meta.sha256));
@@ -109,7 +116,8 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       for (const std::string& s : (*image)->meta.stubbed) stubbed += (stubbed.empty() ? "" : ",") + s;
       res.set_header("X-Kcache-Stubbed", stubbed);
     }
-    res.set_content((*image)->data, "application/octet-stream");
+    std::string_view bytes = (*image)->data;
+    set_shared_content(req, res, std::move(*image), bytes, "application/octet-stream");
   });
 }
 

@@ -107,9 +107,10 @@ void KCacheService::fetch_failed(std::string_view key, std::string_view what, co
   spdlog::warn("fetch key={:.12} {} code={} error={}", key, what, error_code_name(error.code), error.message);
 }
 
-Expected<KCacheService::FetchedImage> KCacheService::fetch_image(const v1::FetchRequest& request) {
+Expected<KCacheService::FetchedImage> KCacheService::fetch_image(const v1::FetchRequest& request, Reach reach) {
+  auto found = find_image(request, reach);
+  if (!found && is_would_block(found.error())) return found;  // asked again, and counted then
   ++m_counters.fetches;
-  auto found = find_image(request);
   if (!found) fetch_failed(request.key(), "arch=" + request.arch(), found.error());
   return found;
 }
@@ -240,10 +241,11 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
   return result.get();
 }
 
-Expected<std::shared_ptr<const Image>> KCacheService::get_image(Side side, const Key& key, const ImageRequest& which) {
+Expected<std::shared_ptr<const Image>> KCacheService::get_image(Side side, const Key& key, const ImageRequest& which,
+                                                                Reach reach) {
   auto start = Clock::now();
   bool from_memory = false;
-  auto image = m_store.get(side, key, which, &from_memory);
+  auto image = m_store.get(side, key, which, &from_memory, reach);
   if (image) {
     m_metrics.observe_tier(from_memory ? Metrics::Tier::hot : Metrics::Tier::local,
                            std::chrono::duration<double>(Clock::now() - start).count());
@@ -473,13 +475,14 @@ grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::Comp
   return grpc::Status::OK;
 }
 
-Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchRequest& request) {
+Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchRequest& request, Reach reach) {
   auto key = parse_key(request.key());
   if (!key) return key.error();
   Side side = wire::from_proto(request.side());
   std::optional<ImageKind> kind = wire::from_proto(request.kind());
-  auto metas = m_store.list(side, *key);
+  auto metas = m_store.list(side, *key, reach);
   if (!metas) return metas.error();
+  if (metas->empty() && m_remote != nullptr && reach == Reach::memory) return would_block();  // Redis is a wait
   if (metas->empty() && read_through(side, *key, nullptr)) {
     metas = m_store.list(side, *key);
     if (!metas) return metas.error();
@@ -495,14 +498,17 @@ Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchR
   CudaVersion driver = side == Side::device ? request.driver_version() : 0;
   CudaVersion toolkit = m_compiler.toolchain().cuda_version;
   Loadable loadable;
+  bool blocked = false;  // a PTX image to judge was not in memory (Reach::memory)
   if (driver != 0) {
     loadable = [&](std::size_t i) {
       if (candidates[i].kind == ImageKind::cubin) return driver_loads(driver, toolkit, true, {});
-      auto image = m_store.get(side, *key, candidates[i]);
+      auto image = m_store.get(side, *key, candidates[i], nullptr, reach);
+      if (!image && is_would_block(image.error())) blocked = true;
       return image && driver_loads(driver, toolkit, false, (*image)->data);
     };
   }
   auto selected = select_for_side(side, candidates, request.arch(), kind, loadable);
+  if (blocked) return would_block();
   if (!selected) return selected.error();
   const std::optional<Selection>& chosen = *selected;
   auto unfiltered = driver != 0 ? select_for_side(side, candidates, request.arch(), kind) : selected;
@@ -518,7 +524,7 @@ Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchR
     return make_error(ErrorCode::k_not_found, "key " + key->hex() + " has no image that runs on " + request.arch() +
                                                   "; it has " + image_list(*metas));
   }
-  auto image = get_image(side, *key, candidates[chosen->index]);
+  auto image = get_image(side, *key, candidates[chosen->index], reach);
   if (!image) return image.error();
   return FetchedImage{std::move(*image), chosen->needs_jit};
 }
@@ -584,21 +590,29 @@ grpc::ServerWriteReactor<v1::FetchResponse>* KCacheService::Fetch(grpc::Callback
   return new FetchReactor(*this, context, *request);
 }
 
-Expected<KCacheService::FetchedImage> KCacheService::select_image(const v1::FetchRequest& request) {
+Expected<KCacheService::FetchedImage> KCacheService::select_image(const v1::FetchRequest& request, Reach reach) {
   auto call = enter();
   if (!call) return call.error();
-  return fetch_image(request);
+  return fetch_image(request, reach);
 }
 
 Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std::string_view key_hex, const ImageRequest& which,
-                                                                 ReadFor purpose) {
+                                                                 ReadFor purpose, Reach reach) {
   auto call = enter();
   if (!call) return call.error();
-  if (purpose == ReadFor::fetch) ++m_counters.fetches;
   auto key = parse_key(key_hex);
-  if (!key) return key.error();
-  auto image = get_image(side, *key, which);
-  if (!image && image.error().code == ErrorCode::k_not_found) {
+  if (!key) {
+    if (purpose == ReadFor::fetch) ++m_counters.fetches;
+    return key.error();
+  }
+  auto image = get_image(side, *key, which, reach);
+  bool absent = !image && image.error().code == ErrorCode::k_not_found;
+  // Asked again with Reach::anywhere, and counted then; Redis is a wait.
+  if ((!image && is_would_block(image.error())) || (absent && m_remote != nullptr && reach == Reach::memory)) {
+    return would_block();
+  }
+  if (purpose == ReadFor::fetch) ++m_counters.fetches;
+  if (absent) {
     std::vector<ImageRequest> wanted = {which};
     if (read_through(side, *key, &wanted)) image = get_image(side, *key, which);
   }

@@ -118,15 +118,18 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // compile (the CLI's fast path) are not, and the last of them makes that compile a hit.
   enum class ReadFor { fetch, compile_part, compile_last };
   // Exactly the image `which` of (side, key), for the HTTP API (authorize first).
+  // With Reach::memory (an event thread's first try) WOULD_BLOCK, counting nothing, where the
+  // answer needs RocksDB's files or the remote tier; the caller asks again with Reach::anywhere.
+  using Reach = Store::Reach;
   Expected<std::shared_ptr<const Image>> read_image(Side side, std::string_view key_hex, const ImageRequest& which,
-                                                    ReadFor purpose = ReadFor::fetch);
+                                                    ReadFor purpose = ReadFor::fetch, Reach reach = Reach::anywhere);
   // The image a Fetch asks for, by CUDA's selection rules (kcache/select.hpp).
   struct FetchedImage {
     std::shared_ptr<const Image> image;
     bool needs_jit = false;
   };
   // Fetch's choice for the HTTP API (authorize first); counted as a fetch, failures logged.
-  Expected<FetchedImage> select_image(const v1::FetchRequest& request);
+  Expected<FetchedImage> select_image(const v1::FetchRequest& request, Reach reach = Reach::anywhere);
 
   // The toolchain fingerprint (hex) every key includes, for callers that compute keys.
   std::string fingerprint_hex() const { return to_hex(m_compiler.toolchain().fingerprint); }
@@ -152,8 +155,8 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // UNAVAILABLE once shutting down.
   Expected<CallTracker::Guard> enter();
   // Fetch's choice (find_image), counted as a fetch, a failure counted and logged.
-  Expected<FetchedImage> fetch_image(const v1::FetchRequest& request);
-  Expected<FetchedImage> find_image(const v1::FetchRequest& request);
+  Expected<FetchedImage> fetch_image(const v1::FetchRequest& request, Reach reach = Reach::anywhere);
+  Expected<FetchedImage> find_image(const v1::FetchRequest& request, Reach reach);
   // Counts and logs a failed fetch of `key`; `what` names the image asked for.
   void fetch_failed(std::string_view key, std::string_view what, const Error& error);
   class FetchReactor;
@@ -190,7 +193,8 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   FleetTurn fleet_turn(Side side, const Key& key, const std::string& flight, const std::vector<ImageRequest>& missing,
                        std::chrono::steady_clock::time_point deadline);
   // Store::get, timed into the hot or local tier's histogram.
-  Expected<std::shared_ptr<const Image>> get_image(Side side, const Key& key, const ImageRequest& which);
+  Expected<std::shared_ptr<const Image>> get_image(Side side, const Key& key, const ImageRequest& which,
+                                                   Reach reach = Reach::anywhere);
 
   Store& m_store;
   const Compiler& m_compiler;

@@ -252,12 +252,14 @@ void Store::write_pending() {
   }
 }
 
-Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
+Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach reach) {
   std::string lower = std::string(key.bytes()) + k_meta_tag;
   std::string upper = std::string(key.bytes()) + static_cast<char>(k_meta_tag + 1);
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper_slice;
+  // RocksDB's own non-blocking read: a block not in the block cache is Incomplete, not read.
+  if (reach == Reach::memory) ro.read_tier = rocksdb::kBlockCacheTier;
   std::unique_ptr<rocksdb::Iterator> it(m_db->NewIterator(ro, family(side)));
   std::vector<ImageMeta> out;
   for (it->Seek(lower); it->Valid(); it->Next()) {
@@ -275,6 +277,7 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
     drop_corrupt_entry(side, key, it->status().ToString());
     return std::vector<ImageMeta>{};
   }
+  if (it->status().IsIncomplete()) return would_block();
   if (!it->status().ok()) return storage_error("listing images", it->status());
   if (out.empty()) {
     std::lock_guard lock(m_pending_mutex);
@@ -287,7 +290,7 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key) {
 }
 
 Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, const ImageRequest& which,
-                                                  bool* from_memory) {
+                                                  bool* from_memory, Reach reach) {
   if (from_memory != nullptr) *from_memory = false;
   if (m_hot) {
     if (std::shared_ptr<const Image> hot = m_hot->find(side, key, which)) {
@@ -308,6 +311,7 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
       }
     }
   }
+  if (reach == Reach::memory) return would_block();
   std::uint64_t generation = m_hot ? m_hot->generation() : 0;
   rocksdb::ColumnFamilyHandle* cf = family(side);
   std::string meta_value;

@@ -107,16 +107,24 @@ class Store {
   // of them can be read.
   void put_soon(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images);
 
+  // How far a read may go. `anywhere`: RocksDB's files too, so it may wait for the disk.
+  // `memory`: only what is in memory (the hot cache, images about to be written, RocksDB's
+  // memtables and block cache), for callers that must never wait (the HTTP listener's event
+  // threads); what would need the disk is WOULD_BLOCK (is_would_block) instead.
+  enum class Reach { anywhere, memory };
+
   // The metadata of every image stored under (side, key); empty when the key is absent. A
   // found key counts as used now (for eviction).
-  Expected<std::vector<ImageMeta>> list(Side side, const Key& key);
+  Expected<std::vector<ImageMeta>> list(Side side, const Key& key, Reach reach = Reach::anywhere);
 
   // One image with its bytes, verified against its digest. NOT_FOUND when absent. A corrupt
   // image (digest mismatch or RocksDB checksum failure) removes the whole entry and is NOT_FOUND.
   // Served from the hot cache (store/hot_cache.hpp) when the image was read recently.
   // `from_memory`, if given, says whether the hot cache answered.
+  // With Reach::memory only the hot cache and images about to be written answer: a payload
+  // read from RocksDB is also hashed, which is no work for an event thread.
   Expected<std::shared_ptr<const Image>> get(Side side, const Key& key, const ImageRequest& which,
-                                             bool* from_memory = nullptr);
+                                             bool* from_memory = nullptr, Reach reach = Reach::anywhere);
 
   StoreStats stats() const;
   std::uint64_t max_bytes() const { return m_max_bytes; }

@@ -25,6 +25,9 @@ enum class ErrorCode : int {
   k_internal = 13,
   k_unavailable = 14,
   k_unauthenticated = 16,
+  // Not a gRPC code, and never sent: a read that may not wait (Store::Reach::memory) would have
+  // to. The HTTP listener's event threads pass such a request to a pool thread.
+  k_would_block = 1000,
 };
 
 // Name of a code as gRPC spells it (INVALID_ARGUMENT, ...).
@@ -41,6 +44,9 @@ struct Error {
 inline Error make_error(ErrorCode code, std::string message, std::vector<std::string> details = {}) {
   return Error{code, std::move(message), std::move(details)};
 }
+
+inline Error would_block() { return Error{ErrorCode::k_would_block, "the answer needs a wait", {}}; }
+inline bool is_would_block(const Error& e) { return e.code == ErrorCode::k_would_block; }
 
 template <typename T>
 class [[nodiscard]] Expected {
