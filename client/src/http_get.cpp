@@ -1,9 +1,11 @@
 #include "kcache/http_get.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -115,6 +117,15 @@ Expected<HttpConnection> HttpConnection::open(const std::string& host_in, int po
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // Connected: from here the socket blocks, with the timeout on each read and write, so a
+    // reply costs one recv rather than recv, poll and recv again.
+    timeval limit{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+    if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) != 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
     ::freeaddrinfo(found);
     return c;
   }
@@ -137,19 +148,23 @@ Expected<void> HttpConnection::wait(short events) {
   return {};
 }
 
-Expected<void> HttpConnection::fill() {
-  char chunk[65536];
+Expected<std::size_t> HttpConnection::receive(char* into, std::size_t size) {
   for (;;) {
-    ssize_t n = ::recv(m_fd, chunk, sizeof(chunk), 0);
-    if (n > 0) {
-      m_buffer.append(chunk, static_cast<std::size_t>(n));
-      return {};
-    }
+    ssize_t n = ::recv(m_fd, into, size, 0);
+    if (n > 0) return static_cast<std::size_t>(n);
     if (n == 0) return unavailable("the server closed the connection");
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return unavailable(std::strerror(errno));
-    if (auto ready = wait(POLLIN); !ready) return ready;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return unavailable("timed out");  // SO_RCVTIMEO
+    return unavailable(std::strerror(errno));
   }
+}
+
+Expected<void> HttpConnection::fill() {
+  char chunk[16384];  // a head, and what came with it
+  auto n = receive(chunk, sizeof chunk);
+  if (!n) return n.error();
+  m_buffer.append(chunk, *n);
+  return {};
 }
 
 Expected<HttpReply> HttpConnection::get(const std::string& path,
@@ -174,7 +189,7 @@ Expected<HttpReply> HttpConnection::exchange(const std::string& path,
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (auto ready = wait(POLLOUT); !ready) return ready.error();
+      return unavailable("timed out");  // SO_SNDTIMEO
     } else if (n < 0 && errno != EINTR) {
       return unavailable(std::strerror(errno));
     }
@@ -192,11 +207,19 @@ Expected<HttpReply> HttpConnection::exchange(const std::string& path,
   if (!reply) return reply;
   auto length = body_length(*reply);
   if (!length) return length.error();
-  while (m_buffer.size() < *length) {
-    if (auto more = fill(); !more) return more.error();
+  // The body goes straight into its string: what came with the head, then the rest, read where
+  // it belongs and never past its end (the next reply's bytes stay in the socket). The string
+  // grows as bytes arrive, not to a length a peer merely claims.
+  std::string& body = reply->body;
+  std::size_t have = std::min<std::size_t>(m_buffer.size(), *length);
+  body.assign(m_buffer, 0, have);
+  m_buffer.erase(0, have);
+  while (have < *length) {
+    if (body.size() == have) body.resize(std::min<std::size_t>(*length, std::max<std::size_t>(2 * have, 256 << 10)));
+    auto n = receive(body.data() + have, body.size() - have);
+    if (!n) return n.error();
+    have += *n;
   }
-  reply->body = m_buffer.substr(0, *length);
-  m_buffer.erase(0, *length);
   return reply;
 }
 

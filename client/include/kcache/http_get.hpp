@@ -56,6 +56,7 @@ class HttpConnection {
   HttpConnection(int fd, std::string host, std::chrono::milliseconds timeout)
       : m_fd(fd), m_host(std::move(host)), m_timeout(timeout) {}
   Expected<void> wait(short events);
+  Expected<std::size_t> receive(char* into, std::size_t size);  // one recv: at least a byte, or the error
   Expected<void> fill();  // reads more into m_buffer
   Expected<HttpReply> exchange(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers);
 
