@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
+#include "store/store.hpp"
 
 namespace kcache::test {
 namespace {
@@ -153,6 +154,68 @@ TEST_F(Listeners, PipelinedRequestsAreAllAnsweredInOrder) {
   EXPECT_EQ(count(got, "HTTP/1.1 404 Not Found"), 1u) << got;
   EXPECT_LT(got.find("200 OK"), got.find("404")) << "answered in order";
   EXPECT_LT(got.find("404"), got.rfind("200 OK")) << "answered in order";
+}
+
+// Readers that ask for a big image and then stop reading: its answer waits in kcached, by
+// reference to the hot cache's copy, while the event threads go on answering everyone else. With
+// a thread per answer (the pool has 16) they would hold every thread for the write time (10 s);
+// with a copy per answer they would cost 8 MiB each.
+TEST_F(Listeners, ReadersThatStopReadingABigImageHoldNoThreadAndNoCopy) {
+  std::string big(8 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); i += 8) big[i] = static_cast<char>((i * 2654435761u) >> 11);
+  const std::string small(4096, 's');
+  Key big_key{sha256("a big module")}, small_key{sha256("a small module")};
+  m_daemon->stop();
+  {
+    auto store = server::Store::open({db(), nullptr});
+    ASSERT_TRUE(store) << store.error().message;
+    for (auto& [key, bytes] : {std::pair{big_key, big}, std::pair{small_key, small}}) {
+      auto put = (*store)->put(Side::device, key, {}, std::vector{server::make_image({"sm_90", ImageKind::ptx}, bytes)});
+      ASSERT_TRUE(put) << put.error().message;
+    }
+  }
+  restart();
+  auto fetch = [&](const Key& key) {
+    v1::FetchRequest request;
+    request.set_key(key.hex());
+    request.set_arch("sm_90");
+    return m_client->fetch(request);  // over HTTP: the client's default
+  };
+  ASSERT_TRUE(fetch(big_key));  // now in the hot cache
+  int port = http_port();
+  if (!k_asan_build) ASSERT_GT(peak_rss(m_daemon->pid()), 0u);
+  std::uint64_t before = peak_rss(m_daemon->pid());
+
+  constexpr int k_stalled = 40;
+  std::vector<std::unique_ptr<RawConnection>> stalled;
+  const std::string request = "GET /v1/device/" + big_key.hex() + "/sm_90/ptx HTTP/1.1\r\nHost: kcache\r\n\r\n";
+  for (int i = 0; i < k_stalled; ++i) {
+    stalled.push_back(std::make_unique<RawConnection>(port));
+    ASSERT_TRUE(stalled.back()->connected());
+    ASSERT_TRUE(stalled.back()->send(request));
+  }
+  // Each has its answer started (its socket buffers full), and none reads on.
+  std::string first = stalled.back()->read_until([](const std::string& s) { return s.size() >= 4096; }, milliseconds(5000));
+  EXPECT_TRUE(first.starts_with("HTTP/1.1 200 OK")) << first.substr(0, 200);
+
+  auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto got = fetch(small_key);
+    ASSERT_TRUE(got) << got.error().message;
+    EXPECT_EQ(got->data, small);
+  }
+  auto again = fetch(big_key);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(again->data == big);
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0) << "answered while " << k_stalled << " readers stall, well within their 10 s write time";
+  if (!k_asan_build) {
+    std::uint64_t grown = peak_rss(m_daemon->pid()) - before;
+    EXPECT_LT(grown, 64u << 20) << "kcached's peak memory grew by " << (grown >> 20) << " MiB for " << k_stalled
+                                << " stalled answers of 8 MiB (copies would take " << (k_stalled * 8) << " MiB)";
+  }
+  stalled.clear();
+  EXPECT_TRUE(fetch(small_key));
 }
 
 TEST_F(Listeners, ARequestWithABodyIsRefusedBeforeTheBodyIsRead) {

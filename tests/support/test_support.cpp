@@ -131,13 +131,16 @@ DaemonProcess::~DaemonProcess() {
 }
 
 int DaemonProcess::stop() {
+  // Once stopped, stop again answers the same: kill(-1, ...) would signal every process we may.
+  if (m_pid <= 0) return m_status;
   kill(m_pid, SIGTERM);
-  int status = wait_status(m_pid);
+  m_status = wait_status(m_pid);
   m_pid = -1;
-  return status;
+  return m_status;
 }
 
 void DaemonProcess::kill9() {
+  if (m_pid <= 0) return;
   kill(m_pid, SIGKILL);
   wait_status(m_pid);
   m_pid = -1;

@@ -63,6 +63,7 @@ class DaemonProcess {
 
  private:
   pid_t m_pid = -1;
+  int m_status = 0;  // the exit status stop() saw
   int m_port = 0;
 };
 
