@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-yaml systemd
   libclang-rt-22-dev openssl libcpp-httplib-dev
-  libhiredis-dev redis-server gnuplot-nox
+  libhiredis-dev redis-server gnuplot-nox libxxhash-dev
 )
 
 missing=()

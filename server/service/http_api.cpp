@@ -1,5 +1,6 @@
 #include "service/http_api.hpp"
 
+#include "kcache/checksum.hpp"
 #include "kcache/driver.hpp"
 
 #include <httplib.h>
@@ -89,6 +90,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     meta.set_needs_jit(found->needs_jit);
     res.set_header("X-Kcache-Image", to_hex(meta.SerializeAsString()));
     std::string_view bytes = found->image->data;
+    res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));  // over bytes verified against meta's SHA-256
     set_shared_content(req, res, std::move(found->image), bytes, "application/octet-stream");
   });
 
@@ -117,6 +119,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       res.set_header("X-Kcache-Stubbed", stubbed);
     }
     std::string_view bytes = (*image)->data;
+    res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));
     set_shared_content(req, res, std::move(*image), bytes, "application/octet-stream");
   });
 }
