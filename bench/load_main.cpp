@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -58,10 +59,11 @@ struct Target {
   std::size_t size_of(std::uint64_t index) const { return scale_entries == 0 ? size : scale_size(index); }
 };
 
-OpFactory kcached_op(const std::string& server, const std::string& op, const Target& target) {
+OpFactory kcached_op(const std::string& server, const std::string& token, const std::string& op, const Target& target) {
   return [=](int thread) -> Op {
     ClientOptions options;
     options.server = server;
+    options.token = token;
     options.deadline = std::chrono::seconds(60);
     auto client = std::make_shared<Client>(options);
     auto rng = std::make_shared<std::uint64_t>(0x9e3779b97f4a7c15ULL * (thread + 1));
@@ -148,12 +150,14 @@ OpFactory redis_op(int port, const Target& target) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Latency and throughput of kcached Fetch/Lookup and Redis GET"};
-  std::string system = "kcached", server, op = "fetch", sizes = "4K,64K,1M,16M", clients = "1,16";
+  std::string system = "kcached", server, op = "fetch", sizes = "4K,64K,1M,16M", clients = "1,16", token_file, label;
   int redis_port = 0, hit_keys = 8, seconds_ms = 2000, warmup_ms = 300;
   std::uint64_t scale_entries = 0;
   bool load = false, header = false;
   app.add_option("--system", system, "kcached or redis")->check(CLI::IsMember({"kcached", "redis"}));
   app.add_option("--server", server, "kcached HOST:PORT");
+  app.add_option("--token-file", token_file, "kcached: send the token in this file with every call");
+  app.add_option("--label", label, "the system's name in the CSV (default: --system)");
   app.add_option("--redis-port", redis_port, "redis-server port on 127.0.0.1");
   app.add_option("--op", op, "kcached: fetch, lookup or stats (no store: the gRPC floor); redis: get")
       ->check(CLI::IsMember({"fetch", "lookup", "stats", "get"}));
@@ -168,6 +172,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    std::string token;
+    if (!token_file.empty()) {
+      std::ifstream in(token_file);
+      if (!std::getline(in, token) || token.empty()) throw std::runtime_error("no token in " + token_file);
+    }
+    if (label.empty()) label = system;
     std::vector<std::size_t> size_list = scale_entries > 0 ? std::vector<std::size_t>{0} : parse_size_list(sizes);
     if (header) return std::printf("%s\n", load_csv_header().c_str()), 0;
 #ifdef KCACHE_BENCH_HIREDIS
@@ -182,10 +192,10 @@ int main(int argc, char** argv) {
 #ifdef KCACHE_BENCH_HIREDIS
         if (system == "redis") factory = redis_op(redis_port, target);
 #endif
-        if (system == "kcached") factory = kcached_op(server, op, target);
+        if (system == "kcached") factory = kcached_op(server, token, op, target);
         LoadResult r = run_load(LoadOptions{n, std::chrono::milliseconds(warmup_ms), std::chrono::milliseconds(seconds_ms)},
                                 factory);
-        std::printf("%s\n", load_csv_row(system, op, size, n, scale_entries, r).c_str());
+        std::printf("%s\n", load_csv_row(label, op, size, n, scale_entries, r).c_str());
         std::fflush(stdout);
       }
     }

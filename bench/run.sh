@@ -86,6 +86,19 @@ say "hit path: writing $hit_keys entries of each size ($sizes) through the store
 start_kcached "$work/db.hit" hit
 start_sampler "$kcached_pid" "$work/kcached.peak"
 kcached_sampler=$sampler_pid
+hit_pid=$kcached_pid hit_addr=$kcached_addr
+# The same load on a daemon that checks a token on every call (its own copy of the entries: one
+# RocksDB has one daemon), for the 4 KiB and 64 KiB targets.
+token_sizes=$(echo "$sizes" | tr ',' '\n' | grep -xE '4K|64K' | paste -sd, -)
+if [ -n "$token_sizes" ]; then
+  "$bin/kcache_bench_populate" --db "$work/db.token" --hit-sizes "$token_sizes" --hit-keys $hit_keys >/dev/null
+  echo "bench-token-0123456789abcdef0123456789" >"$work/token"
+  echo "bench read bench-token-0123456789abcdef0123456789" >"$work/tokens"
+  chmod 600 "$work/tokens" "$work/token"
+  start_kcached "$work/db.token" token --tokens-file "$work/tokens"
+  token_addr=$kcached_addr token_pid=$kcached_pid
+fi
+kcached_pid=$hit_pid kcached_addr=$hit_addr
 if [ $have_redis = 1 ]; then
   start_sampler "$redis_pid" "$work/redis.peak"
   redis_sampler=$sampler_pid
@@ -101,6 +114,11 @@ for round in $(seq 1 "$rounds"); do
     say "hit path: $size, kcached Fetch (round $round of $rounds)"
     load --system kcached --server "$kcached_addr" --op fetch --sizes "$size" --clients 1,16 \
       --hit-keys $hit_keys >>"$raw/hit.csv"
+    if [[ ",$token_sizes," == *",$size,"* ]]; then
+      say "hit path: $size, kcached Fetch with a token (round $round of $rounds)"
+      load --system kcached --label kcached-token --server "$token_addr" --token-file "$work/token" --op fetch \
+        --sizes "$size" --clients 1,16 --hit-keys $hit_keys >>"$raw/hit.csv"
+    fi
     if [ $have_redis = 1 ]; then
       say "hit path: $size, Redis GET (round $round of $rounds)"
       load --system redis --redis-port "$redis_port" --op get --load --sizes "$size" --clients 1,16 \
@@ -111,6 +129,10 @@ done
 stop_pid "$kcached_sampler"
 memory_row kcached "under hit-path load (peak)" "$kcached_pid" "$(cat "$work/kcached.peak")"
 stop_kcached
+if [ -n "$token_sizes" ]; then
+  stop_pid "$token_pid"
+  rm -rf "$work/db.token"
+fi
 if [ $have_redis = 1 ]; then
   stop_pid "$redis_sampler"
   memory_row redis "under hit-path load (peak)" "$redis_pid" "$(cat "$work/redis.peak")"
