@@ -26,15 +26,42 @@ void HotCache::insert(Side side, const Key& key, std::shared_ptr<const Image> im
   std::string id = prefix(side, key) + image->meta.arch + '\0' + std::string(kind_name(image->meta.kind));
   std::lock_guard lock(m_mutex);
   if (generation != m_generation || m_slots.contains(id)) return;
-  while (m_bytes + size > m_max_bytes && !m_lru.empty()) {
+  insert_locked(std::move(id), Slot{std::move(image), nullptr, size, {}});
+}
+
+std::shared_ptr<const std::vector<ImageMeta>> HotCache::find_list(Side side, const Key& key) {
+  std::lock_guard lock(m_mutex);
+  auto it = m_slots.find(prefix(side, key));  // the prefix alone: no image's name is that short
+  if (it == m_slots.end()) return nullptr;
+  m_lru.splice(m_lru.begin(), m_lru, it->second.lru);
+  return it->second.list;
+}
+
+void HotCache::insert_list(Side side, const Key& key, std::vector<ImageMeta> metas, std::uint64_t generation) {
+  std::uint64_t size = sizeof(std::vector<ImageMeta>);
+  for (const ImageMeta& m : metas) {
+    size += sizeof(ImageMeta) + m.arch.size() + m.kernels.size() * sizeof(KernelInfo);
+    for (const KernelInfo& k : m.kernels) size += k.name.size();
+    for (const std::string& s : m.stubbed) size += sizeof(std::string) + s.size();
+  }
+  if (size > m_max_bytes / 4) return;
+  std::string id = prefix(side, key);
+  std::lock_guard lock(m_mutex);
+  if (generation != m_generation || m_slots.contains(id)) return;
+  insert_locked(std::move(id), Slot{nullptr, std::make_shared<const std::vector<ImageMeta>>(std::move(metas)), size, {}});
+}
+
+void HotCache::insert_locked(std::string id, Slot slot) {
+  while (m_bytes + slot.bytes > m_max_bytes && !m_lru.empty()) {
     auto victim = m_slots.find(m_lru.back());
-    m_bytes -= victim->second.image->data.size();
+    m_bytes -= victim->second.bytes;
     m_slots.erase(victim);
     m_lru.pop_back();
   }
   m_lru.push_front(id);
-  m_slots.emplace(std::move(id), Slot{std::move(image), m_lru.begin()});
-  m_bytes += size;
+  m_bytes += slot.bytes;
+  slot.lru = m_lru.begin();
+  m_slots.emplace(std::move(id), std::move(slot));
 }
 
 void HotCache::drop(Side side, const Key& key) {
@@ -42,7 +69,7 @@ void HotCache::drop(Side side, const Key& key) {
   std::lock_guard lock(m_mutex);
   ++m_generation;
   for (auto it = m_slots.lower_bound(p); it != m_slots.end() && it->first.starts_with(p);) {
-    m_bytes -= it->second.image->data.size();
+    m_bytes -= it->second.bytes;
     m_lru.erase(it->second.lru);
     it = m_slots.erase(it);
   }

@@ -253,6 +253,13 @@ void Store::write_pending() {
 }
 
 Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach reach) {
+  if (m_hot) {
+    if (auto cached = m_hot->find_list(side, key)) {
+      note_access(side, key);
+      return *cached;
+    }
+  }
+  std::uint64_t generation = m_hot ? m_hot->generation() : 0;
   std::string lower = std::string(key.bytes()) + k_meta_tag;
   std::string upper = std::string(key.bytes()) + static_cast<char>(k_meta_tag + 1);
   rocksdb::Slice upper_slice(upper);
@@ -279,6 +286,7 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach re
   }
   if (it->status().IsIncomplete()) return would_block();
   if (!it->status().ok()) return storage_error("listing images", it->status());
+  if (m_hot && !out.empty()) m_hot->insert_list(side, key, out, generation);
   if (out.empty()) {
     std::lock_guard lock(m_pending_mutex);
     if (const Pending* pending = pending_locked(side, key)) {

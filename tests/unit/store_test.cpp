@@ -83,6 +83,31 @@ TEST_F(StoreTest, RepeatedReadsComeFromTheHotCacheAndWritesDropIt) {
   EXPECT_EQ(m_store->stats().hot_cache_bytes, 0u);
 }
 
+// Store::list answers from the hot cache after a first read (no RocksDB iterator per Fetch), and
+// every write or removal of the key replaces what it answers.
+TEST_F(StoreTest, TheImageListIsKeptInMemoryAndWritesReplaceIt) {
+  const ImageRequest ptx{"sm_80", ImageKind::ptx}, cubin{"sm_90", ImageKind::cubin};
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(ptx, "one")}));
+  std::uint64_t before = m_store->stats().hot_cache_bytes;
+  auto first = m_store->list(Side::device, key("a"));
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_GT(m_store->stats().hot_cache_bytes, before) << "the list is kept, and counted";
+  auto memory = m_store->list(Side::device, key("a"), Store::Reach::memory);
+  ASSERT_TRUE(memory);
+  EXPECT_EQ(memory->size(), 1u);
+  EXPECT_EQ((*memory)[0].sha256, (*first)[0].sha256);
+
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(ptx, "one"), make_image(cubin, "two")}));
+  auto both = m_store->list(Side::device, key("a"), Store::Reach::memory);
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->size(), 2u) << "a write replaces the kept list";
+  EXPECT_EQ(m_store->list(Side::host, key("a"))->size(), 0u) << "the other side is another list";
+  ASSERT_TRUE(m_store->remove(Side::device, key("a")));
+  EXPECT_EQ(m_store->list(Side::device, key("a"))->size(), 0u);
+  EXPECT_EQ(m_store->stats().hot_cache_bytes, 0u);
+}
+
 // Readers racing a writer never leave a replaced image in the hot cache: once put() has
 // returned, every read sees the new bytes. (The cache was dropped before the write, so a read in
 // between cached the old image for good.) A stress loop, bounded in time.
@@ -93,21 +118,30 @@ TEST_F(StoreTest, TheHotCacheNeverKeepsAnImageAWriteReplaced) {
   std::vector<std::thread> readers;
   for (int i = 0; i < 3; ++i) {
     readers.emplace_back([&] {
-      while (!stop) (void)m_store->get(Side::device, key("a"), which);
+      while (!stop) {
+        (void)m_store->get(Side::device, key("a"), which);
+        (void)m_store->list(Side::device, key("a"));
+      }
     });
   }
   int stale = 0, version = 0;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < until && stale == 0) {
     std::string data = "version " + std::to_string(++version);
-    ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(which, data)}));
+    // Each write adds an image of an arch of its own (a write adds to the entry): the list, kept
+    // too, must follow.
+    std::vector<Image> images{make_image(which, data), make_image({"sm_" + std::to_string(100 + version), ImageKind::ptx}, data)};
+    ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, images));
     auto got = m_store->get(Side::device, key("a"), which);
     ASSERT_TRUE(got);
     if ((*got)->data != data) ++stale;
+    auto listed = m_store->list(Side::device, key("a"));
+    ASSERT_TRUE(listed);
+    if (listed->size() != static_cast<std::size_t>(version) + 1) ++stale;
   }
   stop = true;
   for (std::thread& t : readers) t.join();
-  EXPECT_EQ(stale, 0) << "a read after put() returned an older image (" << version << " writes)";
+  EXPECT_EQ(stale, 0) << "a read after put() returned an older image or list (" << version << " writes)";
 }
 
 // An entry removed while it is read (eviction, purge) reads as absent, never as corrupt: get()
