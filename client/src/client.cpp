@@ -148,8 +148,19 @@ std::string path_part(std::string_view text) {
 
 std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchRequest& request) {
   if (!m_options.http_fetch || m_options.tls) return std::nullopt;
-  auto caps = capabilities();
-  if (!caps || caps->http_port() == 0) return std::nullopt;
+  int http_port = 0;
+  {
+    // The port alone, not a copy of the whole Capabilities message on every fetch.
+    std::unique_lock lock(m_capabilities_mutex);
+    if (m_capabilities) {
+      http_port = static_cast<int>(m_capabilities->http_port());
+    } else {
+      lock.unlock();
+      auto caps = capabilities();
+      if (caps) http_port = static_cast<int>(caps->http_port());
+    }
+  }
+  if (http_port == 0) return std::nullopt;
   std::string path = std::string("/v1/select/") + (request.side() == v1::SIDE_HOST ? "host" : "device") + "/" +
                      path_part(request.key()) + "/" + path_part(request.arch());
   std::string query;
@@ -171,7 +182,7 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
     }
     bool reused = connection.has_value();
     if (!connection) {
-      auto opened = HttpConnection::open(server_host(m_options.server), static_cast<int>(caps->http_port()),
+      auto opened = HttpConnection::open(server_host(m_options.server), http_port,
                                          m_options.deadline);
       if (!opened) return std::nullopt;
       connection.emplace(std::move(*opened));
