@@ -139,7 +139,7 @@ struct Loop {
   int epoll_fd = -1, wake_fd = -1;
   std::map<int, std::unique_ptr<Connection>> connections;  // its thread only
   std::mutex mutex;                                        // guards returned
-  std::vector<std::unique_ptr<Connection>> returned;
+  std::vector<std::unique_ptr<Connection>> returned;  // by the pool, or new from the accepting thread
   std::thread thread;
 
   void wake() {
@@ -308,6 +308,7 @@ class HttpListener::Impl {
   std::atomic<std::size_t> m_open{0};  // connections, wherever they are
   std::atomic<bool> m_stopping{false};
   std::vector<std::unique_ptr<Loop>> m_loops;
+  std::size_t m_next_loop = 0;  // the first event thread's: whose turn the next connection is
 
   std::mutex m_mutex;  // guards everything below
   std::condition_variable m_work;
@@ -377,11 +378,14 @@ Expected<void> HttpListener::Impl::open(const ListenAddress& address, const Http
     l->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
     l->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (l->epoll_fd < 0 || l->wake_fd < 0) return make_error(ErrorCode::k_internal, m_what + ": epoll: " + std::strerror(errno));
-    // Every event thread accepts; EPOLLEXCLUSIVE wakes one of them per connection.
+    // The first event thread accepts, in the order connections arrive (so the connection cap
+    // refuses the newest), and deals them out to all of them in turn.
     epoll_event e{};
-    e.events = EPOLLIN | EPOLLEXCLUSIVE;
-    e.data.fd = m_listen_fd;
-    ::epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, m_listen_fd, &e);
+    if (i == 0) {
+      e.events = EPOLLIN;
+      e.data.fd = m_listen_fd;
+      ::epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, m_listen_fd, &e);
+    }
     e.events = EPOLLIN;
     e.data.fd = l->wake_fd;
     ::epoll_ctl(l->epoll_fd, EPOLL_CTL_ADD, l->wake_fd, &e);
@@ -509,10 +513,19 @@ void HttpListener::Impl::accept_all(Loop& l) {
     }
     c->request_started = true;
     c->deadline = Clock::now() + m_limits.request_time;
-    c->loop = &l;
-    Connection& ref = *c;
-    l.connections.emplace(fd, std::move(c));
-    watch(l, ref, EPOLLIN);
+    Loop& owner = *m_loops[m_next_loop++ % m_loops.size()];
+    c->loop = &owner;
+    if (&owner == &l) {
+      Connection& ref = *c;
+      l.connections.emplace(fd, std::move(c));
+      watch(l, ref, EPOLLIN);
+    } else {
+      {
+        std::lock_guard lock(owner.mutex);
+        owner.returned.push_back(std::move(c));
+      }
+      owner.wake();
+    }
   }
 }
 

@@ -10,8 +10,8 @@
 // (Server::process_request, through a stream that ends where the request ends: http_request.hpp,
 // that part without sockets, for the fuzzer).
 //
-// Event threads (a few, each with its own epoll and its own connections, all accepting from one
-// socket) read every connection's TLS handshake and request headers without blocking, under a
+// Event threads (a few, each with its own epoll and its own connections; the first accepts and
+// deals connections out in turn) read every connection's TLS handshake and request headers without blocking, under a
 // deadline for the whole request, and answer there what memory can answer: the handlers read
 // with Store::Reach::memory, and an image from the hot cache goes from where it lies to the
 // socket (set_shared_content), sent without blocking as the socket takes it. A request whose
