@@ -29,6 +29,17 @@ Error unknown_kind(const std::string& text) {
   return make_error(ErrorCode::k_invalid_argument, "unknown image kind '" + text + "' (use ptx, cubin or obj)");
 }
 
+// How far a handler's read may go: only memory on an event thread (http_request.hpp).
+KCacheService::Reach reach_here() { return may_wait() ? KCacheService::Reach::anywhere : KCacheService::Reach::memory; }
+
+// An image as the answer: its bytes from where they lie, with kcached's XXH3 of them (computed
+// over bytes verified against the metadata's SHA-256) for the client's check.
+void send_image(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Image> image) {
+  std::string_view bytes = image->data;
+  res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));
+  set_shared_content(req, res, std::move(image), bytes, "application/octet-stream");
+}
+
 void send_error(httplib::Response& res, const Error& e) {
   res.status = http_status(e.code);
   res.set_header("X-Kcache-Error", error_code_name(e.code));
@@ -81,7 +92,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       if (!driver) return (void)finish("SelectImage", res, driver.error());
       request.set_driver_version(*driver);
     }
-    auto found = service.select_image(request, may_wait() ? KCacheService::Reach::anywhere : KCacheService::Reach::memory);
+    auto found = service.select_image(request, reach_here());
     if (!found && is_would_block(found.error())) return defer();
     if (!found) return (void)finish("SelectImage", res, found.error());
     finish("SelectImage", res, {});
@@ -89,9 +100,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
     to_proto(found->image->meta, meta);
     meta.set_needs_jit(found->needs_jit);
     res.set_header("X-Kcache-Image", to_hex(meta.SerializeAsString()));
-    std::string_view bytes = found->image->data;
-    res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));  // over bytes verified against meta's SHA-256
-    set_shared_content(req, res, std::move(found->image), bytes, "application/octet-stream");
+    send_image(req, res, std::move(found->image));
   });
 
   server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",
@@ -108,7 +117,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
                    : compile == "part" ? KCacheService::ReadFor::compile_part
                                        : KCacheService::ReadFor::fetch;
     auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose,
-                                    may_wait() ? KCacheService::Reach::anywhere : KCacheService::Reach::memory);
+                                    reach_here());
     if (!image && is_would_block(image.error())) return defer();
     if (!image) return (void)finish("GetImage", res, image.error());
     finish("GetImage", res, {});
@@ -118,9 +127,7 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
       for (const std::string& s : (*image)->meta.stubbed) stubbed += (stubbed.empty() ? "" : ",") + s;
       res.set_header("X-Kcache-Stubbed", stubbed);
     }
-    std::string_view bytes = (*image)->data;
-    res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));
-    set_shared_content(req, res, std::move(*image), bytes, "application/octet-stream");
+    send_image(req, res, std::move(*image));
   });
 }
 
