@@ -115,7 +115,20 @@ rocksdb::ColumnFamilyHandle* Store::family(Side side) const { return side == Sid
 
 Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images,
                           Put how) {
+  // Copied only where the hot cache keeps them; otherwise shared without an owner, for this call.
+  bool kept = m_hot && how == Put::verified;
+  std::vector<std::shared_ptr<const Image>> shared;
+  shared.reserve(images.size());
   for (const Image& image : images) {
+    shared.push_back(kept ? std::make_shared<const Image>(image) : std::shared_ptr<const Image>(std::shared_ptr<const void>(), &image));
+  }
+  return put_shared(side, key, record, shared, how);
+}
+
+Expected<void> Store::put_shared(Side side, const Key& key, const EntryRecord& record,
+                                 std::span<const std::shared_ptr<const Image>> images, Put how) {
+  for (const auto& shared : images) {
+    const Image& image = *shared;
     auto refuse = [&](const std::string& why) {
       std::string message = "store: refusing " + std::string(side_name(side)) + " entry " + key.hex() + ", image " +
                             image.meta.arch + "." + std::string(kind_name(image.meta.kind)) + ": " + why;
@@ -131,7 +144,7 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
     if (auto checked = m_host_image_check(image.data); !checked) return refuse(checked.error().message);
   }
   std::uint64_t incoming = 0;
-  for (const Image& image : images) incoming += image.meta.size;
+  for (const auto& image : images) incoming += image->meta.size;
   if (m_max_bytes > 0 && incoming > m_max_bytes) {
     return make_error(ErrorCode::k_resource_exhausted,
                       "not cached: the images of " + key.hex() + " (" + std::to_string(incoming) +
@@ -148,7 +161,8 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
   batch.Put(cf, entry_key(key), encode_entry(side, record));
 
   std::uint64_t replaced_bytes = 0, replaced_images = 0;
-  for (const Image& image : images) {
+  for (const auto& shared : images) {
+    const Image& image = *shared;
     std::string meta_key = image_key(key, k_meta_tag, image.meta.id());
     s = m_db->Get(rocksdb::ReadOptions(), cf, meta_key, &existing);
     if (s.ok()) {
@@ -191,7 +205,7 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
     m_hot->drop(side, key);
     if (how == Put::verified) {
       std::uint64_t generation = m_hot->generation();
-      for (const Image& image : images) m_hot->insert(side, key, std::make_shared<const Image>(image), generation);
+      for (const auto& image : images) m_hot->insert(side, key, image, generation);
     }
   }
   m_entries = entries;
@@ -240,9 +254,7 @@ void Store::write_pending() {
     }
     Side side = static_cast<Side>(name[0]);
     Key key = key_from_bytes(std::string_view(name).substr(1));
-    std::vector<Image> images;
-    for (const auto& image : pending.images) images.push_back(*image);
-    if (auto written = put(side, key, pending.record, images, Put::verified); !written) {
+    if (auto written = put_shared(side, key, pending.record, pending.images, Put::verified); !written) {
       spdlog::warn("store: {}", written.error().message);
     }
     // Dropped from memory only once written: a read in between finds one or the other.

@@ -164,6 +164,9 @@ class Store {
                                        std::optional<std::pair<Side, Key>> keep = std::nullopt);
   void note_access(Side side, const Key& key);
   Expected<void> flush_access_times_locked();  // needs m_write_mutex
+  // put's work, on images already shared: the hot cache keeps these very images (no copy).
+  Expected<void> put_shared(Side side, const Key& key, const EntryRecord& record,
+                            std::span<const std::shared_ptr<const Image>> images, Put how);
   void background();  // writes put_soon's entries; flushes access times; evicts above the high-water mark
   void write_pending();  // put_soon's entries, in order
   void wake_background();  // runs the background thread now
