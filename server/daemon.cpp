@@ -148,11 +148,31 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   CubinAssembler assembler = config.cubin_assembler == "ptxas"       ? CubinAssembler::ptxas
                              : config.cubin_assembler == "nvjitlink" ? CubinAssembler::nvjitlink
                                                                      : CubinAssembler::automatic;
-  d->m_compiler = std::make_unique<Compiler>(detect_toolchain(config.cuda_root, assembler));
-  if (assembler == CubinAssembler::nvjitlink && !d->m_compiler->toolchain().nvjitlink) {
+  // The workers compile; the daemon only describes the toolchain, and learns the assembler from
+  // its first worker rather than keep nvJitLink mapped (NvJitLinkLoad).
+  Toolchain detected = detect_toolchain(config.cuda_root, assembler, NvJitLinkLoad::by_workers);
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
+  worker::WorkerConfig worker_config{config.cuda_root, config.cubin_assembler, config.log_level, config.worker_memory};
+  d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config);
+  auto report = d->m_workers->start(config.workers);
+  if (!report) return report.error();
+  if (assembler_by_workers(detected, assembler)) {
+    detected.nvjitlink_version = report->nvjitlink_version;
+    detected.fingerprint = toolchain_fingerprint(detected);
+  }
+  if (report->fingerprint_hex != to_hex(detected.fingerprint)) {
+    return make_error(ErrorCode::k_failed_precondition,
+                      "the compile workers detected toolchain " + report->fingerprint_hex.substr(0, 16) +
+                          ", kcached " + to_hex(detected.fingerprint).substr(0, 16) +
+                          ": the toolkit changed while kcached started; start it again");
+  }
+  if (assembler == CubinAssembler::nvjitlink && detected.nvjitlink_version.empty()) {
     return make_error(ErrorCode::k_failed_precondition,
                       "--cubin-assembler nvjitlink: no usable libnvJitLink.so under " + config.cuda_root.string() + "/lib64");
   }
+  d->m_compiler = std::make_unique<Compiler>(std::move(detected));
   const Toolchain& t = d->m_compiler->toolchain();
   spdlog::info("toolchain: LLVM {}, {} device archs ({}..{}), CUDA {}, cubin by {}, PTX ISA {}, libdevice {}, "
                "fingerprint {:.16}",
@@ -162,12 +182,6 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                t.max_ptx_version > 0 ? std::to_string(t.max_ptx_version) : "LLVM's default per arch",
                t.libdevice.empty() ? "absent" : "present", to_hex(t.fingerprint));
 
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
-  worker::WorkerConfig worker_config{config.cuda_root, config.cubin_assembler, config.log_level, config.worker_memory};
-  d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config, t.fingerprint);
-  if (auto started = d->m_workers->start(config.workers); !started) return started.error();
   d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
   ServiceLimits limits;
   limits.max_module_bytes = config.max_module_size;

@@ -141,7 +141,7 @@ void hash_part(Sha256& h, std::string_view name, std::string_view value) {
 
 std::string assembler_name(const Toolchain& t) {
   if (!t.cuda_present) return "none";
-  return t.nvjitlink ? "nvJitLink " + t.nvjitlink->version() : "ptxas";
+  return t.nvjitlink_version.empty() ? "ptxas" : "nvJitLink " + t.nvjitlink_version;
 }
 
 Digest toolchain_fingerprint(const Toolchain& t) {
@@ -160,7 +160,11 @@ Digest toolchain_fingerprint(const Toolchain& t) {
   return h.finish();
 }
 
-Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler) {
+bool assembler_by_workers(const Toolchain& t, CubinAssembler assembler) {
+  return t.cuda_present && assembler != CubinAssembler::ptxas;
+}
+
+Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler, NvJitLinkLoad load) {
   initialise_llvm();
   Toolchain t;
   t.llvm_version = LLVM_VERSION_STRING;
@@ -169,7 +173,10 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   t.device_archs = llvm_device_archs();
   detect_cuda(t, cuda_root);
   detect_libdevice(t, cuda_root);
-  if (t.cuda_present && assembler != CubinAssembler::ptxas) t.nvjitlink = NvJitLink::open(cuda_root);
+  if (load == NvJitLinkLoad::load && assembler_by_workers(t, assembler)) {
+    t.nvjitlink = NvJitLink::open(cuda_root);
+    if (t.nvjitlink) t.nvjitlink_version = t.nvjitlink->version();
+  }
   t.max_ptx_version = newest_common_ptx_version(t);
 
   t.fingerprint = toolchain_fingerprint(t);

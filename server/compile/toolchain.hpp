@@ -30,7 +30,8 @@ struct Toolchain {
   std::string ptxas_version;              // the version line ptxas prints
   CudaVersion cuda_version = 0;           // the toolkit's CUDA release (13000), from that line; 0: unknown
   std::vector<std::string> cubin_archs;   // sm_XX ptxas accepts
-  std::shared_ptr<const NvJitLink> nvjitlink;  // set when cubins are assembled in process
+  std::shared_ptr<const NvJitLink> nvjitlink;  // set when cubins are assembled in this process
+  std::string nvjitlink_version;          // "13.0" when cubins are assembled by nvJitLink; "": by ptxas
   int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas
 
   std::filesystem::path cudadevrt;        // lib64/libcudadevrt.a (dynamic parallelism), empty when absent
@@ -42,10 +43,21 @@ struct Toolchain {
   Digest fingerprint{};
 };
 
+// Whether detect_toolchain loads nvJitLink. A process that compiles does. kcached itself only
+// describes the toolchain: its workers compile, and the library would stay mapped in the daemon
+// for good (~26 MiB resident, RTLD_NODELETE). It asks its first worker instead
+// (`by_workers`: nvjitlink_version stays empty, and the daemon fills it in and recomputes the
+// fingerprint from the worker's hello).
+enum class NvJitLinkLoad { load, by_workers };
+
 // Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
 // fingerprint. Initialises LLVM's targets on first use.
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root,
-                           CubinAssembler assembler = CubinAssembler::automatic);
+                           CubinAssembler assembler = CubinAssembler::automatic,
+                           NvJitLinkLoad load = NvJitLinkLoad::load);
+
+// Whether detect_toolchain(.., by_workers) left the assembler for a worker to report.
+bool assembler_by_workers(const Toolchain& toolchain, CubinAssembler assembler);
 
 // The fingerprint of `toolchain` (KEY_FORMAT.md): every part that shapes what the pipelines
 // emit, and not the host triple.

@@ -128,6 +128,7 @@ int worker_main(int argc, char** argv) {
   Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler)));
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
+  hello.set_nvjitlink_version(compiler.toolchain().nvjitlink_version);
   hello.set_pid(getpid());
   if (!send_message(k_channel_fd, hello)) return 1;
 
@@ -156,8 +157,8 @@ int worker_main(int argc, char** argv) {
   }
 }
 
-WorkerSet::WorkerSet(std::filesystem::path executable, WorkerConfig config, Digest fingerprint)
-    : m_executable(std::move(executable)), m_config(std::move(config)), m_fingerprint_hex(to_hex(fingerprint)) {}
+WorkerSet::WorkerSet(std::filesystem::path executable, WorkerConfig config)
+    : m_executable(std::move(executable)), m_config(std::move(config)) {}
 
 WorkerSet::~WorkerSet() {
   std::lock_guard lock(m_mutex);
@@ -222,12 +223,15 @@ Expected<void> WorkerSet::await_hello(Process& p) {
     return make_error(ErrorCode::k_internal, "a compile worker (pid " + std::to_string(p.pid) +
                                                  ") did not start: " + r.error().message + "; it " + how);
   }
-  if (hello.fingerprint() != m_fingerprint_hex) {
-    std::string fingerprint = hello.fingerprint();
+  Report report{hello.fingerprint(), hello.nvjitlink_version()};
+  if (!m_reference) m_reference = report;  // the first worker of start(), before any other runs
+  if (report.fingerprint_hex != m_reference->fingerprint_hex ||
+      report.nvjitlink_version != m_reference->nvjitlink_version) {
     reap(p, true);
     return make_error(ErrorCode::k_failed_precondition,
-                      "a compile worker detected toolchain " + fingerprint.substr(0, 16) + ", kcached has " +
-                          m_fingerprint_hex.substr(0, 16) + ": the toolkit changed under the daemon; restart kcached");
+                      "a compile worker detected toolchain " + report.fingerprint_hex.substr(0, 16) + ", kcached has " +
+                          m_reference->fingerprint_hex.substr(0, 16) +
+                          ": the toolkit changed under the daemon; restart kcached");
   }
   p.ready = true;
   return {};
@@ -256,7 +260,7 @@ std::string WorkerSet::reap(Process& p, bool kill_first) {
   return describe_status(status);
 }
 
-Expected<void> WorkerSet::start(std::size_t count) {
+Expected<WorkerSet::Report> WorkerSet::start(std::size_t count) {
   std::vector<Process> started;
   for (std::size_t i = 0; i < count; ++i) {
     auto p = spawn();
@@ -272,7 +276,9 @@ Expected<void> WorkerSet::start(std::size_t count) {
   for (Process& p : started) {
     if (p.pid > 0) m_idle.push_back(p);
   }
-  return result;
+  if (!result) return result.error();
+  if (!m_reference) return make_error(ErrorCode::k_internal, "no compile worker was started");
+  return *m_reference;
 }
 
 Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,16 +38,22 @@ int worker_main(int argc, char** argv);
 
 class WorkerSet {
  public:
-  // `executable`: the kcached binary (started with --worker); `fingerprint`: the daemon's
-  // toolchain fingerprint, which every worker must report too.
-  WorkerSet(std::filesystem::path executable, WorkerConfig config, Digest fingerprint);
+  // `executable`: the kcached binary (started with --worker).
+  WorkerSet(std::filesystem::path executable, WorkerConfig config);
   ~WorkerSet();  // closes every channel (idle workers exit) and reaps them
   WorkerSet(const WorkerSet&) = delete;
   WorkerSet& operator=(const WorkerSet&) = delete;
 
+  // What a worker detected: its toolchain fingerprint (hex) and its cubin assembler.
+  struct Report {
+    std::string fingerprint_hex;
+    std::string nvjitlink_version;  // "" where it assembles with ptxas
+  };
+
   // Starts `count` workers at once and waits until each has detected its toolchain, so the first
-  // jobs do not pay for it. Fails when a worker cannot start or disagrees on the fingerprint.
-  Expected<void> start(std::size_t count);
+  // jobs do not pay for it. Fails when a worker cannot start or workers disagree. Returns what
+  // they detected; every worker started later must report the same.
+  Expected<Report> start(std::size_t count);
 
   // Runs `job` on an idle worker (starting one if none is idle). Thread-safe.
   Expected<CompileOutput> compile(const CompileJob& job, const Key& key);
@@ -70,7 +77,7 @@ class WorkerSet {
 
   const std::filesystem::path m_executable;
   const WorkerConfig m_config;
-  const std::string m_fingerprint_hex;
+  std::optional<Report> m_reference;  // the first worker's report; set once, by start()
   std::mutex m_mutex;  // guards m_idle
   std::vector<Process> m_idle;
   std::atomic<std::uint64_t> m_restarts{0}, m_crashes{0};

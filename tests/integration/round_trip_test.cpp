@@ -176,6 +176,29 @@ TEST_F(RoundTrip, CapabilitiesDescribeTheToolchain) {
   EXPECT_EQ(cubin.size(), static_cast<std::size_t>(caps->cubin_archs_size()));
 }
 
+// The daemon names the workers' assembler, but only they load nvJitLink: mapped in kcached it
+// would stay resident (~26 MiB) for nothing, since kcached never assembles a cubin itself.
+TEST_F(RoundTrip, TheDaemonNamesNvJitLinkButOnlyItsWorkersLoadIt) {
+  auto caps = m_client->capabilities();
+  ASSERT_TRUE(caps) << caps.error().message;
+  std::string maps = read_file("/proc/" + std::to_string(m_daemon->pid()) + "/maps");
+  EXPECT_EQ(maps.find("libnvJitLink"), std::string::npos) << "kcached itself maps nvJitLink";
+  if (ptxas_path().empty()) {
+    EXPECT_EQ(caps->cubin_assembler(), "none");
+    return;
+  }
+  if (!std::filesystem::exists("/usr/local/cuda/lib64/libnvJitLink.so")) {
+    EXPECT_EQ(caps->cubin_assembler(), "ptxas");
+    return;
+  }
+  EXPECT_EQ(caps->cubin_assembler().rfind("nvJitLink 1", 0), 0u) << caps->cubin_assembler();
+  // A cubin still comes out: a worker assembled it.
+  auto compiled = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_90"}, {v1::KIND_CUBIN}));
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  ASSERT_EQ(compiled->images_size(), 1);
+  EXPECT_EQ(compiled->images(0).data().substr(0, 4), "\x7f" "ELF");
+}
+
 TEST_F(RoundTrip, PtxIsAcceptedByPtxas) {
   std::filesystem::path ptxas = ptxas_path();
   if (ptxas.empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
