@@ -149,8 +149,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                              : config.cubin_assembler == "nvjitlink" ? CubinAssembler::nvjitlink
                                                                      : CubinAssembler::automatic;
   // The workers compile; the daemon only describes the toolchain, and learns the assembler from
-  // its first worker rather than keep nvJitLink mapped (NvJitLinkLoad).
-  Toolchain detected = detect_toolchain(config.cuda_root, assembler, NvJitLinkLoad::by_workers);
+  // its first worker rather than keep nvJitLink mapped (ToolkitLibraries).
+  Toolchain detected = detect_toolchain(config.cuda_root, assembler, ToolkitLibraries::by_workers);
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
@@ -158,10 +158,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config);
   auto report = d->m_workers->start(config.workers);
   if (!report) return report.error();
-  if (assembler_by_workers(detected, assembler)) {
-    detected.nvjitlink_version = report->nvjitlink_version;
-    detected.fingerprint = toolchain_fingerprint(detected);
-  }
+  if (assembler_by_workers(detected, assembler)) detected.nvjitlink_version = report->nvjitlink_version;
+  if (detected.cuda_present) detected.nvrtc_version = report->nvrtc_version;
+  detected.fingerprint = toolchain_fingerprint(detected);
   if (report->fingerprint_hex != to_hex(detected.fingerprint)) {
     return make_error(ErrorCode::k_failed_precondition,
                       "the compile workers detected toolchain " + report->fingerprint_hex.substr(0, 16) +

@@ -27,6 +27,8 @@ struct ImageMeta {
   Digest sha256{};
   std::vector<KernelInfo> kernels;
   std::vector<std::string> stubbed;  // host: what the guard replaced with stubs
+  // CUDA C++ jobs: (name expression, lowered name) for each of the job's name expressions.
+  std::vector<std::pair<std::string, std::string>> lowered_names;
   ImageRequest id() const { return {arch, kind}; }
 };
 

@@ -19,6 +19,11 @@ void to_proto(const ImageMeta& meta, v1::Image& out) {
     info->set_spill_loads(k.spill_loads);
   }
   for (const std::string& s : meta.stubbed) out.add_stubbed(s);
+  for (const auto& [expression, lowered] : meta.lowered_names) {
+    v1::LoweredName* n = out.add_lowered_names();
+    n->set_expression(expression);
+    n->set_lowered(lowered);
+  }
 }
 
 Expected<Image> image_from_proto(v1::Image&& proto) {
@@ -38,6 +43,7 @@ Expected<Image> image_from_proto(v1::Image&& proto) {
         {k.name(), k.registers(), k.shared_bytes(), k.local_bytes(), k.spill_stores(), k.spill_loads()});
   }
   image.meta.stubbed.assign(proto.stubbed().begin(), proto.stubbed().end());
+  for (const v1::LoweredName& n : proto.lowered_names()) image.meta.lowered_names.emplace_back(n.expression(), n.lowered());
   return image;
 }
 

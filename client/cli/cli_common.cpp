@@ -1,6 +1,7 @@
 #include "cli_common.hpp"
 
 #include "kcache/file_names.hpp"
+#include "kcache/source_headers.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -42,12 +43,12 @@ void GlobalFlags::add_to(CLI::App& app) {
 
 void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("FILE", files,
-                 "Module: LLVM bitcode (.bc), text IR (.ll) or PTX (.ptx); several device modules are linked into "
-                 "one image per arch (relocatable device code)")
+                 "Module: LLVM bitcode (.bc), text IR (.ll), PTX (.ptx) or CUDA C++ (.cu, compiled by the daemon's "
+                 "NVRTC); several device modules are linked into one image per arch (relocatable device code)")
       ->required();
   cmd.add_option("--side", side, "device or host")->check(CLI::IsMember({"device", "host"}))->capture_default_str();
-  cmd.add_option("--format", format, "bc, ll or ptx (default: inferred from the file)")
-      ->check(CLI::IsMember({"bc", "ll", "ptx"}));
+  cmd.add_option("--format", format, "bc, ll, ptx or cu (default: cu for a .cu file, else inferred from its bytes)")
+      ->check(CLI::IsMember({"bc", "ll", "ptx", "cu"}));
   cmd.add_option("--target", target, "Target triple (default: the side's)");
   cmd.add_option("--arch", archs, "GPU archs, comma-separated: sm_80,sm_90")->delimiter(',');
   cmd.add_option("--emit", emit, "Image kinds, comma-separated: ptx,cubin (device) or obj (host)")->delimiter(',');
@@ -62,6 +63,18 @@ void JobFlags::add_to(CLI::App& cmd) {
                  "that fail loudly when called")
       ->check(CLI::IsMember({"reject", "stub"}))
       ->capture_default_str();
+  cmd.add_option("-I,--include-dir", include_dirs,
+                 "CUDA C++: a folder where the headers the source includes are found; they are sent with it")
+      ->check(CLI::ExistingDirectory);
+  cmd.add_option("-D,--define", defines, "CUDA C++: define a macro, NAME or NAME=VALUE (repeatable)");
+  cmd.add_option("-U,--undefine", undefines, "CUDA C++: undefine a macro (repeatable)");
+  cmd.add_option("--std", std, "CUDA C++: the language standard, c++17 (NVRTC's default when absent)");
+  cmd.add_option("--name-expr", name_exprs,
+                 "CUDA C++: a kernel or template instantiation to name, 'scale<float>'; its lowered (mangled) "
+                 "name comes back (repeatable)");
+  cmd.add_option("-X,--nvrtc-option", nvrtc_options,
+                 "CUDA C++: another NVRTC option from kcached's allow-list (--use_fast_math, -rdc=true, "
+                 "--maxrregcount=64, -dopt=off, ...; repeatable)");
   cmd.add_option("--driver", driver,
                  "CUDA version of the driver that will load the images (12.4, as nvidia-smi shows it): PTX at an "
                  "ISA it JITs, and PTX in place of cubins it cannot load (default: for the daemon's own toolkit)");
@@ -72,7 +85,9 @@ JobInput JobFlags::read() const {
   JobSpec& spec = in.spec;
   for (const std::string& file : files) {
     in.modules.push_back(read_file(file));
-    InputFormat f = format.empty() ? infer_format(in.modules.back()) : *parse_format(format);
+    InputFormat f = !format.empty()                                ? *parse_format(format)
+                    : std::filesystem::path(file).extension() == ".cu" ? InputFormat::cuda_cpp
+                                                                        : infer_format(in.modules.back());
     if (in.modules.size() == 1) {
       spec.format = f;
     } else {
@@ -89,6 +104,27 @@ JobInput JobFlags::read() const {
   spec.options.cpu = cpu;
   spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
   in.driver = parse_driver_flag(driver);
+  bool source_flags = !include_dirs.empty() || !defines.empty() || !undefines.empty() || !std.empty() ||
+                      !name_exprs.empty() || !nvrtc_options.empty();
+  if (spec.format != InputFormat::cuda_cpp) {
+    if (source_flags) fail(k_exit_usage, "-I, -D, -U, --std, --name-expr and -X are for CUDA C++ sources (.cu)");
+    return in;
+  }
+  if (files.size() != 1) fail(k_exit_usage, "a CUDA C++ job compiles one .cu file; the files it includes are sent with it");
+  SourceJob& source = spec.source;
+  if (!std.empty()) source.nvrtc_options.push_back("--std=" + std);
+  source.nvrtc_options.insert(source.nvrtc_options.end(), nvrtc_options.begin(), nvrtc_options.end());
+  for (const std::string& d : defines) source.nvrtc_options.push_back("-D" + d);
+  for (const std::string& u : undefines) source.nvrtc_options.push_back("-U" + u);
+  source.name_expressions = name_exprs;
+  std::vector<std::filesystem::path> dirs(include_dirs.begin(), include_dirs.end());
+  std::filesystem::path source_dir = std::filesystem::path(files[0]).parent_path();
+  auto headers = collect_headers(in.modules[0], source_dir.empty() ? "." : source_dir, dirs);
+  if (!headers) fail(k_exit_usage, headers.error().message);
+  for (CollectedHeader& h : *headers) {
+    source.headers.push_back({h.name, sha256(h.bytes)});
+    in.headers.emplace_back(std::move(h.name), std::move(h.bytes));
+  }
   return in;
 }
 
@@ -96,7 +132,7 @@ std::vector<ImageKind> JobFlags::kinds() const {
   std::vector<ImageKind> out;
   for (const std::string& e : emit) {
     auto kind = parse_kind(e);
-    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin or obj)");
+    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin, ltoir or obj)");
     out.push_back(*kind);
   }
   return out;

@@ -51,6 +51,8 @@ struct JobInput {
   JobSpec spec;  // not yet canonical
   CudaVersion driver = 0;  // --driver; 0: not stated
   std::vector<std::string> modules;
+  // CUDA C++ jobs: the headers the source includes, found through -I (their digests are in spec).
+  std::vector<std::pair<std::string, std::string>> headers;
   std::vector<std::string_view> views() const { return {modules.begin(), modules.end()}; }
 };
 
@@ -70,6 +72,13 @@ struct JobFlags {
   std::string cpu;
   std::string guard = "reject";
   std::string driver;  // --driver 12.4: the CUDA version of the driver that loads the images
+  // CUDA C++ (.cu, --format cu): NVRTC's, sent with the source.
+  std::vector<std::string> include_dirs;  // -I: where the client finds the headers it sends
+  std::vector<std::string> defines;       // -D NAME[=VALUE]
+  std::vector<std::string> undefines;     // -U NAME
+  std::string std;                        // --std c++17
+  std::vector<std::string> name_exprs;    // --name-expr 'scale<float>'
+  std::vector<std::string> nvrtc_options; // -Xnvrtc OPTION: any other allowed NVRTC option
 
   void add_to(CLI::App& cmd);
   // Reads every file and builds the job's spec (formats from --format, else inferred per file).

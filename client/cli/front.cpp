@@ -65,6 +65,8 @@ std::optional<int> cached_compile(int argc, char** argv) {
     // The key of a job for an older driver needs the daemon's PTX ISA, which the saved state
     // lacks: such jobs take the full client.
     if (input.driver != 0) return std::nullopt;
+    // Lowered names come with an image's metadata, which the HTTP image API does not send.
+    if (!spec.source.name_expressions.empty()) return std::nullopt;
     if (!canonicalize(spec, state->host_triple)) return std::nullopt;
     auto planned = plan_images(spec, job.archs, job.kinds());
     if (!planned) return std::nullopt;

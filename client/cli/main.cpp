@@ -33,6 +33,9 @@ v1::CompileRequest build_request(const JobFlags& flags) {
   JobInput input = flags.read();
   kcache::wire::fill_request(input.spec, request);
   kcache::wire::set_modules(input.spec, input.views(), request);
+  std::vector<kcache::wire::NamedBytes> headers;
+  for (const auto& [name, bytes] : input.headers) headers.push_back({name, bytes});
+  kcache::wire::set_headers(headers, request);
   request.set_driver_version(input.driver);
   for (const std::string& a : flags.archs) request.add_archs(a);
   for (kcache::ImageKind kind : flags.kinds()) request.add_emit(kcache::wire::to_proto(kind));
@@ -54,6 +57,11 @@ json image_json(const v1::Image& image, const std::string& path) {
             {"sha256", image.sha256()}, {"path", path.empty() ? json(nullptr) : json(path)}};
   if (image.needs_jit()) j["needs_jit"] = true;
   if (image.stubbed_size() > 0) j["stubbed"] = std::vector<std::string>(image.stubbed().begin(), image.stubbed().end());
+  if (image.lowered_names_size() > 0) {
+    json names = json::object();
+    for (const v1::LoweredName& n : image.lowered_names()) names[n.expression()] = n.lowered();
+    j["lowered_names"] = names;
+  }
   if (image.kernels_size() > 0) {
     json kernels = json::array();
     for (const v1::KernelInfo& k : image.kernels()) {
@@ -126,6 +134,12 @@ int run_compile(kcache::Client& client, const GlobalFlags& g, const JobFlags& jo
     print_images(outcome_text(response->outcome()) + "  " + response->key(), images, paths);
     for (const v1::Image* im : images) {
       for (const std::string& s : im->stubbed()) std::printf("  stubbed for the host: %s\n", s.c_str());
+    }
+    // Every image of a job lowers its name expressions alike: shown once.
+    if (!images.empty()) {
+      for (const v1::LoweredName& n : images.front()->lowered_names()) {
+        std::printf("  name %s = %s\n", n.expression().c_str(), n.lowered().c_str());
+      }
     }
     for (const std::string& d : response->diagnostics()) {
       if (!d.starts_with("stubbed")) std::fprintf(stderr, "warning: %s\n", d.c_str());

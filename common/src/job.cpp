@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <map>
 
 namespace kcache {
 
@@ -19,6 +20,7 @@ std::string_view format_name(InputFormat format) {
     case InputFormat::llvm_bitcode: return "bc";
     case InputFormat::llvm_text: return "ll";
     case InputFormat::ptx: return "ptx";
+    case InputFormat::cuda_cpp: return "cu";
   }
   return "?";
 }
@@ -27,6 +29,7 @@ std::optional<InputFormat> parse_format(std::string_view name) {
   if (name == "bc") return InputFormat::llvm_bitcode;
   if (name == "ll") return InputFormat::llvm_text;
   if (name == "ptx") return InputFormat::ptx;
+  if (name == "cu") return InputFormat::cuda_cpp;
   return std::nullopt;
 }
 
@@ -35,6 +38,7 @@ std::string_view kind_name(ImageKind kind) {
     case ImageKind::ptx: return "ptx";
     case ImageKind::cubin: return "cubin";
     case ImageKind::object: return "obj";
+    case ImageKind::ltoir: return "ltoir";
   }
   return "?";
 }
@@ -45,10 +49,13 @@ std::optional<ImageKind> parse_kind(std::string_view name) {
   if (name == "ptx") return ImageKind::ptx;
   if (name == "cubin") return ImageKind::cubin;
   if (name == "obj" || name == "o" || name == "object") return ImageKind::object;
+  if (name == "ltoir") return ImageKind::ltoir;
   return std::nullopt;
 }
 
 Side kind_side(ImageKind kind) { return kind == ImageKind::object ? Side::host : Side::device; }
+
+bool JobSpec::is_source() const { return format == InputFormat::cuda_cpp; }
 
 InputFormat infer_format(std::string_view bytes) {
   static constexpr char k_raw_magic[] = {'B', 'C', '\xC0', '\xDE'};
@@ -98,8 +105,219 @@ bool JobSpec::has_ptx_input() const {
                                            linked_formats.end();
 }
 
+namespace {
+
+Error bad_option(const std::string& option, const std::string& why) {
+  return make_error(ErrorCode::k_invalid_argument, "NVRTC option '" + option.substr(0, 200) + "': " + why);
+}
+
+// The allow-list: each accepted spelling, its canonical name, and whether it takes a value.
+struct AllowedOption {
+  std::string_view canonical;
+  std::vector<std::string_view> spellings;
+  std::vector<std::string_view> values;  // empty: any (checked by the caller) or none
+  bool takes_value;
+};
+
+const std::vector<AllowedOption>& allowed_options() {
+  static const std::vector<AllowedOption> k_allowed = {
+      {"--std", {"-std", "--std"}, {"c++03", "c++11", "c++14", "c++17", "c++20"}, true},
+      {"--use_fast_math", {"-use_fast_math", "--use_fast_math"}, {}, false},
+      {"-lineinfo", {"-lineinfo", "--generate-line-info"}, {}, false},
+      {"-G", {"-G", "--device-debug"}, {}, false},
+      {"--extra-device-vectorization", {"-extra-device-vectorization", "--extra-device-vectorization"}, {}, false},
+      {"-rdc", {"-rdc", "--relocatable-device-code"}, {"true", "false"}, true},
+      {"--maxrregcount", {"-maxrregcount", "--maxrregcount"}, {}, true},
+      {"-default-device", {"-default-device", "--device-as-default-execution-space"}, {}, false},
+      {"-dopt", {"-dopt", "--dopt"}, {"on", "off"}, true},
+      {"--ftz", {"-ftz", "--ftz"}, {"true", "false"}, true},
+      {"--prec-div", {"-prec-div", "--prec-div"}, {"true", "false"}, true},
+      {"--prec-sqrt", {"-prec-sqrt", "--prec-sqrt"}, {"true", "false"}, true},
+      {"--fmad", {"-fmad", "--fmad"}, {"true", "false"}, true},
+      {"--restrict", {"-restrict", "--restrict"}, {}, false},
+      {"-w", {"-w", "--disable-warnings"}, {}, false},
+  };
+  return k_allowed;
+}
+
+// Options NVRTC has that reach into the daemon's files, or that the job itself decides.
+constexpr std::string_view k_file_options[] = {"-I", "--include-path", "--pre-include", "-include", "--pch",
+                                               "-pch", "--create-pch", "--use-pch", "--pch-dir", "--pch-messages",
+                                               "--instantiate-templates-in-pch", "-time", "--time", "--fdevice-time-trace"};
+constexpr std::string_view k_arch_options[] = {"-arch", "--gpu-architecture"};
+
+bool valid_macro_name(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+}  // namespace
+
+Expected<std::vector<std::string>> canonical_nvrtc_options(const std::vector<std::string>& options) {
+  if (options.size() > k_max_nvrtc_options) {
+    return make_error(ErrorCode::k_invalid_argument, std::to_string(options.size()) + " NVRTC options; at most " +
+                                                         std::to_string(k_max_nvrtc_options));
+  }
+  std::map<std::string, std::string> flags;   // canonical name -> canonical option (the last wins)
+  std::map<std::string, std::string> macros;  // macro name -> its last -D or -U
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const std::string& option = options[i];
+    if (option.size() > 4096 || option.find('\0') != std::string::npos) return bad_option(option, "too long or holds a NUL");
+    std::string_view o = option;
+    // -D and -U: -DNAME[=V], -D NAME[=V], --define-macro=..., --undefine-macro=...
+    bool define = o.starts_with("-D") || o.starts_with("--define-macro");
+    bool undefine = o.starts_with("-U") || o.starts_with("--undefine-macro");
+    if (define || undefine) {
+      std::string_view body;
+      if (o == "-D" || o == "-U" || o == "--define-macro" || o == "--undefine-macro") {
+        if (i + 1 >= options.size()) return bad_option(option, "needs a macro after it");
+        body = options[++i];
+      } else if (o.starts_with("--")) {
+        std::size_t eq = o.find('=');
+        if (eq == std::string_view::npos) return bad_option(option, "needs =NAME");
+        body = o.substr(eq + 1);
+      } else {
+        body = o.substr(2);
+      }
+      std::string_view name = body.substr(0, body.find('='));
+      if (!valid_macro_name(name)) return bad_option(option, "'" + std::string(name) + "' is not a macro name");
+      if (undefine && name.size() != body.size()) return bad_option(option, "-U takes a name without a value");
+      macros[std::string(name)] = (define ? "-D" : "-U") + std::string(body);
+      continue;
+    }
+    std::string_view name = o.substr(0, o.find('='));
+    for (std::string_view f : k_file_options) {
+      if (name == f || (f.size() == 2 && o.starts_with(f))) {
+        return bad_option(option, "it reads files on the daemon, which never reads a client's files: send headers "
+                                  "with the job (the CLI collects them from its -I folders)");
+      }
+    }
+    for (std::string_view a : k_arch_options) {
+      if (name == a) return bad_option(option, "the arch comes from the job (its archs), not from an option");
+    }
+    if (name == "-dlto" || name == "--dlink-time-opt") return bad_option(option, "ask for ltoir images instead");
+    const AllowedOption* allowed = nullptr;
+    for (const AllowedOption& a : allowed_options()) {
+      if (std::find(a.spellings.begin(), a.spellings.end(), name) != a.spellings.end()) allowed = &a;
+    }
+    if (allowed == nullptr) {
+      std::string list;
+      for (const AllowedOption& a : allowed_options()) list += (list.empty() ? "" : ", ") + std::string(a.canonical);
+      return bad_option(option, "not on kcache's allow-list (-D, -U, " + list + ")");
+    }
+    bool has_value = name.size() != o.size();
+    if (has_value != allowed->takes_value) {
+      return bad_option(option, allowed->takes_value ? "needs =VALUE" : "takes no value");
+    }
+    std::string canonical(allowed->canonical);
+    if (has_value) {
+      std::string_view value = o.substr(name.size() + 1);
+      if (!allowed->values.empty() &&
+          std::find(allowed->values.begin(), allowed->values.end(), value) == allowed->values.end()) {
+        std::string list;
+        for (std::string_view v : allowed->values) list += (list.empty() ? "" : ", ") + std::string(v);
+        return bad_option(option, "the value is one of " + list);
+      }
+      if (allowed->canonical == "--maxrregcount") {
+        unsigned n = 0;
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < 16 || n > 255) {
+          return bad_option(option, "the register count is a number from 16 to 255");
+        }
+      }
+      flags[canonical] = canonical + "=" + std::string(value);
+    } else {
+      flags[canonical] = canonical;
+    }
+  }
+  if (auto rdc = flags.find("-rdc"); rdc != flags.end() && rdc->second == "-rdc=false") flags.erase(rdc);  // the default
+  std::vector<std::string> out;
+  for (auto& [name, option] : flags) out.push_back(std::move(option));
+  for (auto& [name, option] : macros) out.push_back(std::move(option));
+  return out;
+}
+
+namespace {
+
+Expected<void> canonicalize_source(JobSpec& spec) {
+  CompileOptions& o = spec.options;
+  if (spec.side != Side::device) {
+    return make_error(ErrorCode::k_invalid_argument, "CUDA C++ (format cu) is device code: send it with side device");
+  }
+  if (!spec.linked_formats.empty()) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "a CUDA C++ job compiles one source; other files travel as its headers");
+  }
+  if (!o.entry_points.empty()) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "entry points name IR functions; a CUDA C++ job names its templates with name expressions");
+  }
+  if (o.opt_level != 2) {
+    return make_error(ErrorCode::k_invalid_argument, "a CUDA C++ job takes NVRTC's optimisation options (-dopt=off, -G), "
+                                                     "not an optimisation level");
+  }
+  // The shared flags become the NVRTC options they mean, so either spelling gives one key.
+  std::vector<std::string> options = spec.source.nvrtc_options;
+  if (o.fast_math) options.push_back("--use_fast_math");
+  if (o.debug_info) options.push_back("-G");
+  if (o.lineinfo) options.push_back("-lineinfo");
+  o.fast_math = o.debug_info = o.lineinfo = false;
+  auto canonical = canonical_nvrtc_options(options);
+  if (!canonical) return canonical.error();
+  spec.source.nvrtc_options = std::move(*canonical);
+
+  auto& headers = spec.source.headers;
+  if (headers.size() > k_max_source_headers) {
+    return make_error(ErrorCode::k_invalid_argument, std::to_string(headers.size()) + " headers; a job carries at most " +
+                                                         std::to_string(k_max_source_headers));
+  }
+  for (const SourceHeader& h : headers) {
+    std::string_view name = h.name;
+    bool parent = name == ".." || name.starts_with("../") || name.ends_with("/..") ||
+                  name.find("/../") != std::string_view::npos;
+    if (name.empty() || name.size() > k_max_header_name || name.front() == '/' || parent ||
+        name.find('\0') != std::string_view::npos || name.find('\n') != std::string_view::npos) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "header name '" + std::string(name.substr(0, 200)) +
+                            "' is not one an #include may spell here: relative, without '..', at most " +
+                            std::to_string(k_max_header_name) + " bytes");
+    }
+  }
+  std::sort(headers.begin(), headers.end(), [](const SourceHeader& a, const SourceHeader& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < headers.size(); ++i) {
+    if (headers[i].name == headers[i - 1].name) {
+      return make_error(ErrorCode::k_invalid_argument, "two headers are named '" + headers[i].name + "'");
+    }
+  }
+  auto& names = spec.source.name_expressions;
+  if (names.size() > k_max_name_expressions) {
+    return make_error(ErrorCode::k_invalid_argument, std::to_string(names.size()) + " name expressions; at most " +
+                                                         std::to_string(k_max_name_expressions));
+  }
+  for (const std::string& n : names) {
+    if (n.empty() || n.size() > 4096 || n.find('\0') != std::string::npos) {
+      return make_error(ErrorCode::k_invalid_argument, "a name expression is empty, too long or holds a NUL");
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return {};
+}
+
+}  // namespace
+
 Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
   CompileOptions& o = spec.options;
+  if (spec.format == InputFormat::cuda_cpp) {
+    if (auto ok = canonicalize_source(spec); !ok) return ok.error();
+  } else if (!spec.source.headers.empty() || !spec.source.nvrtc_options.empty() ||
+             !spec.source.name_expressions.empty()) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "headers, NVRTC options and name expressions belong to CUDA C++ jobs (format cu); this job is " +
+                          std::string(format_name(spec.format)));
+  }
   if (spec.module_count() > k_max_job_modules) {
     return make_error(ErrorCode::k_invalid_argument, "the job links " + std::to_string(spec.module_count()) +
                                                          " modules; a job links at most " +
@@ -156,6 +374,10 @@ Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::
       return make_error(ErrorCode::k_invalid_argument,
                         std::string("image kind '") + std::string(kind_name(kind)) + "' is not produced by " +
                             std::string(side_name(spec.side)) + " jobs: device jobs emit ptx or cubin, host jobs obj");
+    }
+    if (kind == ImageKind::ltoir && !spec.is_source()) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "ltoir images come from CUDA C++ jobs (NVRTC -dlto); LLVM IR and PTX jobs emit ptx or cubin");
     }
   }
   if (spec.side == Side::host) {

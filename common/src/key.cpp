@@ -19,6 +19,9 @@ enum Tag : std::uint8_t {
   k_tag_module = 10,
   k_tag_linked_module = 11,
   k_tag_ptx_isa_cap = 12,
+  k_tag_header = 13,
+  k_tag_nvrtc_option = 14,
+  k_tag_name_expression = 15,
 };
 
 // Each field is tag (1 byte) | length (8 bytes, little endian) | bytes: no two different jobs
@@ -80,6 +83,13 @@ Key compute_key(const JobSpec& spec, std::span<const std::string_view> modules, 
   // Only a driver that cannot take the daemon's PTX makes a key of its own: a job stating none,
   // or a new enough one, encodes exactly as before.
   if (spec.ptx_isa_cap != 0) hash_byte(h, k_tag_ptx_isa_cap, static_cast<std::uint8_t>(spec.ptx_isa_cap));
+  // A CUDA C++ job's headers (name, then its digest: the digest's fixed length keeps this
+  // injective), NVRTC options and name expressions, each in canonical order. Other jobs have none.
+  for (const SourceHeader& header : spec.source.headers) {
+    hash_field(h, k_tag_header, header.name + std::string(as_bytes(header.digest)));
+  }
+  for (const std::string& option : spec.source.nvrtc_options) hash_field(h, k_tag_nvrtc_option, option);
+  for (const std::string& name : spec.source.name_expressions) hash_field(h, k_tag_name_expression, name);
   return Key{h.finish()};
 }
 

@@ -13,6 +13,7 @@ std::optional<ImageKind> from_proto(v1::ImageKind kind) {
     case v1::KIND_PTX: return ImageKind::ptx;
     case v1::KIND_CUBIN: return ImageKind::cubin;
     case v1::KIND_OBJECT: return ImageKind::object;
+    case v1::KIND_LTOIR: return ImageKind::ltoir;
     default: return std::nullopt;
   }
 }
@@ -22,6 +23,7 @@ v1::ImageKind to_proto(ImageKind kind) {
     case ImageKind::ptx: return v1::KIND_PTX;
     case ImageKind::cubin: return v1::KIND_CUBIN;
     case ImageKind::object: return v1::KIND_OBJECT;
+    case ImageKind::ltoir: return v1::KIND_LTOIR;
   }
   return v1::KIND_UNSPECIFIED;
 }
@@ -31,6 +33,7 @@ v1::InputFormat to_proto(InputFormat format) {
     case InputFormat::llvm_bitcode: return v1::FORMAT_LLVM_BITCODE;
     case InputFormat::llvm_text: return v1::FORMAT_LLVM_TEXT;
     case InputFormat::ptx: return v1::FORMAT_PTX;
+    case InputFormat::cuda_cpp: return v1::FORMAT_CUDA_CPP;
   }
   return v1::FORMAT_UNSPECIFIED;
 }
@@ -43,10 +46,11 @@ Expected<InputFormat> module_format(int format, std::string_view bytes, const st
     case v1::FORMAT_LLVM_BITCODE: return InputFormat::llvm_bitcode;
     case v1::FORMAT_LLVM_TEXT: return InputFormat::llvm_text;
     case v1::FORMAT_PTX: return InputFormat::ptx;
+    case v1::FORMAT_CUDA_CPP: return InputFormat::cuda_cpp;
     case v1::FORMAT_UNSPECIFIED: return infer_format(bytes);
     default:
       return make_error(ErrorCode::k_invalid_argument, "unknown input format " + std::to_string(format) + " for " +
-                                                           which + ": use bitcode, text IR or PTX");
+                                                           which + ": use bitcode, text IR, PTX or CUDA C++");
   }
 }
 
@@ -73,6 +77,9 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
   spec.options.entry_points.assign(o.entry_points().begin(), o.entry_points().end());
   spec.options.cpu = o.cpu();
   spec.options.guard = o.guard() == v1::GUARD_STUB ? HostGuard::stub : HostGuard::reject;
+  for (const v1::SourceHeader& h : request.headers()) spec.source.headers.push_back({h.name(), sha256(h.content())});
+  spec.source.nvrtc_options.assign(request.nvrtc_options().begin(), request.nvrtc_options().end());
+  spec.source.name_expressions.assign(request.name_expressions().begin(), request.name_expressions().end());
   if (auto ok = check_cuda_version(request.driver_version()); !ok) return ok.error();
   if (spec.side == Side::device) {
     auto cap = ptx_isa_cap_for(request.driver_version(), daemon_ptx_isa);
@@ -89,7 +96,7 @@ Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& req
     auto kind = from_proto(static_cast<v1::ImageKind>(k));
     if (!kind) {
       return make_error(ErrorCode::k_invalid_argument,
-                        "unknown image kind " + std::to_string(k) + " in emit: use PTX, CUBIN or OBJECT");
+                        "unknown image kind " + std::to_string(k) + " in emit: use PTX, CUBIN, LTOIR or OBJECT");
     }
     kinds.push_back(*kind);
   }
@@ -109,6 +116,24 @@ void fill_request(const JobSpec& spec, v1::CompileRequest& request) {
   o->mutable_entry_points()->Assign(spec.options.entry_points.begin(), spec.options.entry_points.end());
   o->set_cpu(spec.options.cpu);
   o->set_guard(spec.options.guard == HostGuard::stub ? v1::GUARD_STUB : v1::GUARD_REJECT);
+  request.mutable_nvrtc_options()->Assign(spec.source.nvrtc_options.begin(), spec.source.nvrtc_options.end());
+  request.mutable_name_expressions()->Assign(spec.source.name_expressions.begin(), spec.source.name_expressions.end());
+}
+
+std::vector<NamedBytes> headers_of(const v1::CompileRequest& request) {
+  std::vector<NamedBytes> out;
+  out.reserve(request.headers_size());
+  for (const v1::SourceHeader& h : request.headers()) out.push_back({h.name(), h.content()});
+  return out;
+}
+
+void set_headers(const std::vector<NamedBytes>& headers, v1::CompileRequest& request) {
+  request.clear_headers();
+  for (const NamedBytes& h : headers) {
+    v1::SourceHeader* out = request.add_headers();
+    out->set_name(h.name.data(), h.name.size());
+    out->set_content(h.bytes.data(), h.bytes.size());
+  }
 }
 
 std::vector<std::string_view> modules_of(const v1::CompileRequest& request) {
@@ -133,6 +158,7 @@ void set_modules(const JobSpec& spec, const std::vector<std::string_view>& modul
 std::size_t module_bytes(const v1::CompileRequest& request) {
   std::size_t total = request.module().size();
   for (const v1::LinkedModule& linked : request.linked_modules()) total += linked.module().size();
+  for (const v1::SourceHeader& h : request.headers()) total += h.name().size() + h.content().size();
   return total;
 }
 

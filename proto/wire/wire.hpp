@@ -33,11 +33,22 @@ Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& req
 // Writes a job's spec into a request (the modules, archs and emit list are the caller's).
 void fill_request(const JobSpec& spec, v1::CompileRequest& request);
 
+// A CUDA C++ job's header: the name its #include spells, and its bytes (both borrowed).
+struct NamedBytes {
+  std::string_view name;
+  std::string_view bytes;
+};
+// The headers a request carries, in order (views into it).
+std::vector<NamedBytes> headers_of(const v1::CompileRequest& request);
+// Replaces the request's headers with `headers`.
+void set_headers(const std::vector<NamedBytes>& headers, v1::CompileRequest& request);
+
 // A request's module bytes in order: `module`, then each linked module.
 std::vector<std::string_view> modules_of(const v1::CompileRequest& request);
 // Sets a request's modules (one per spec.module_count()) with the spec's formats.
 void set_modules(const JobSpec& spec, const std::vector<std::string_view>& modules, v1::CompileRequest& request);
-// All module bytes of a request together (what --max-module-size bounds).
+// All module bytes of a request together, headers with their names included (what
+// --max-module-size bounds).
 std::size_t module_bytes(const v1::CompileRequest& request);
 
 // The most bytes of a status message: longer messages are cut there (at a character boundary)

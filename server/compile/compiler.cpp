@@ -4,6 +4,7 @@
 
 #include "compile/device_pipeline.hpp"
 #include "compile/host_pipeline.hpp"
+#include "compile/source_pipeline.hpp"
 
 namespace kcache::server {
 namespace {
@@ -18,6 +19,29 @@ Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<
   if (spec.side == Side::host) {
     if (spec.format == InputFormat::ptx) {
       return make_error(ErrorCode::k_invalid_argument, "PTX is device code: send it with side device");
+    }
+    return {};
+  }
+  if (spec.is_source()) {
+    if (m_toolchain.nvrtc_version.empty()) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "CUDA C++ jobs need NVRTC, and this kcached has none: " +
+                            (m_toolchain.cuda_present ? "no usable lib64/libnvrtc.so under " + m_toolchain.cuda_root.string()
+                                                      : "no CUDA toolkit under " + m_toolchain.cuda_root.string()) +
+                            " (start kcached with --cuda-root pointing at a toolkit)");
+    }
+    if (spec.ptx_isa_cap != 0) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "CUDA C++ jobs compile with this kcached's NVRTC " + m_toolchain.nvrtc_version +
+                            ", whose PTX and cubins the stated (older) driver cannot load: update the driver, or "
+                            "leave driver_version out to get images for this toolkit");
+    }
+    for (const ImageRequest& want : images) {
+      if (!contains(m_toolchain.cubin_archs, want.arch)) {
+        return make_error(ErrorCode::k_invalid_argument, "NVRTC " + m_toolchain.nvrtc_version +
+                                                             " (as the toolkit's ptxas) cannot compile for " + want.arch +
+                                                             " (kcache capabilities lists the cubin archs)");
+      }
     }
     return {};
   }
@@ -58,7 +82,7 @@ std::vector<CompileJob> split_by_arch(const CompileJob& job, std::size_t parts) 
   }
   parts = std::min(parts, archs.size());
   if (job.spec.side == Side::host || parts < 2) return {job};
-  std::vector<CompileJob> out(parts, CompileJob{job.spec, job.modules, {}, job.deadline});
+  std::vector<CompileJob> out(parts, CompileJob{job.spec, job.modules, {}, job.headers, job.deadline});
   for (const ImageRequest& want : job.images) {
     std::size_t arch_index = static_cast<std::size_t>(std::find(archs.begin(), archs.end(), want.arch) - archs.begin());
     out[arch_index % parts].images.push_back(want);
@@ -94,6 +118,7 @@ Expected<CompileOutput> merge_parts(const CompileJob& job, std::vector<Expected<
 Expected<CompileOutput> Compiler::compile(const CompileJob& job) const {
   if (auto supported = check_supported(job.spec, job.images); !supported) return supported.error();
   if (job.spec.side == Side::host) return compile_host(m_toolchain, job);
+  if (job.spec.is_source()) return compile_source(m_toolchain, job);
   return compile_device(m_toolchain, job);
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compile/toolchain.hpp"
@@ -18,6 +19,8 @@ struct CompileJob {
   JobSpec spec;                           // canonical
   std::vector<std::string_view> modules;  // the module bytes, one per spec.module_count(), in order
   std::vector<ImageRequest> images;  // what to produce, in order
+  // CUDA C++ jobs: the headers the source includes, (include name, bytes), as the client sent them.
+  std::vector<std::pair<std::string_view, std::string_view>> headers = {};
   // Child processes (ptxas, nvlink) still running then are killed. LLVM itself runs in process
   // and cannot be stopped part-way; isolated workers will bound it too.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();

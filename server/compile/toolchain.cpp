@@ -157,14 +157,39 @@ Digest toolchain_fingerprint(const Toolchain& t) {
   hash_part(h, "assembler", assembler_name(t));
   hash_part(h, "cudadevrt", t.cudadevrt.empty() ? "absent" : "present");
   hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
+  hash_part(h, "nvrtc", t.nvrtc_version.empty() ? "absent" : t.nvrtc_version + " " + t.cuda_headers_digest);
   return h.finish();
+}
+
+std::string cuda_headers_digest(const std::vector<std::filesystem::path>& include_dirs) {
+  std::vector<std::string> lines;
+  for (const std::filesystem::path& dir : include_dirs) {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      std::error_code stat_ec;
+      if (!it->is_regular_file(stat_ec)) continue;
+      auto size = it->file_size(stat_ec);
+      auto mtime = it->last_write_time(stat_ec).time_since_epoch().count();
+      if (stat_ec) continue;
+      lines.push_back(dir.filename().string() + "/" + std::filesystem::relative(it->path(), dir).string() + " " +
+                      std::to_string(size) + " " + std::to_string(mtime));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  Sha256 h;
+  for (const std::string& line : lines) {
+    h.update(line);
+    h.update(std::string_view("\n"));
+  }
+  return to_hex(h.finish());
 }
 
 bool assembler_by_workers(const Toolchain& t, CubinAssembler assembler) {
   return t.cuda_present && assembler != CubinAssembler::ptxas;
 }
 
-Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler, NvJitLinkLoad load) {
+Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler, ToolkitLibraries load) {
   initialise_llvm();
   Toolchain t;
   t.llvm_version = LLVM_VERSION_STRING;
@@ -173,9 +198,19 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   t.device_archs = llvm_device_archs();
   detect_cuda(t, cuda_root);
   detect_libdevice(t, cuda_root);
-  if (load == NvJitLinkLoad::load && assembler_by_workers(t, assembler)) {
+  if (load == ToolkitLibraries::load && assembler_by_workers(t, assembler)) {
     t.nvjitlink = NvJitLink::open(cuda_root);
     if (t.nvjitlink) t.nvjitlink_version = t.nvjitlink->version();
+  }
+  if (t.cuda_present) {
+    for (const char* dir : {"include", "include/cccl"}) {
+      if (std::filesystem::is_directory(cuda_root / dir)) t.cuda_include_dirs.push_back(cuda_root / dir);
+    }
+    t.cuda_headers_digest = cuda_headers_digest(t.cuda_include_dirs);
+    if (load == ToolkitLibraries::load) {
+      t.nvrtc = Nvrtc::open(cuda_root);
+      if (t.nvrtc) t.nvrtc_version = t.nvrtc->version();
+    }
   }
   t.max_ptx_version = newest_common_ptx_version(t);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compile/nvjitlink.hpp"
+#include "compile/nvrtc.hpp"
 #include "kcache/driver.hpp"
 #include "kcache/sha256.hpp"
 
@@ -32,6 +33,10 @@ struct Toolchain {
   std::vector<std::string> cubin_archs;   // sm_XX ptxas accepts
   std::shared_ptr<const NvJitLink> nvjitlink;  // set when cubins are assembled in this process
   std::string nvjitlink_version;          // "13.0" when cubins are assembled by nvJitLink; "": by ptxas
+  std::shared_ptr<const Nvrtc> nvrtc;     // CUDA C++ source jobs; set in processes that compile
+  std::string nvrtc_version;              // "13.0" where the toolkit has a usable NVRTC; "": none
+  std::vector<std::filesystem::path> cuda_include_dirs;  // the toolkit's headers NVRTC may include
+  std::string cuda_headers_digest;        // of the toolkit's header set (cuda_headers_digest)
   int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas
 
   std::filesystem::path cudadevrt;        // lib64/libcudadevrt.a (dynamic parallelism), empty when absent
@@ -43,18 +48,24 @@ struct Toolchain {
   Digest fingerprint{};
 };
 
-// Whether detect_toolchain loads nvJitLink. A process that compiles does. kcached itself only
-// describes the toolchain: its workers compile, and the library would stay mapped in the daemon
-// for good (~26 MiB resident, RTLD_NODELETE). It asks its first worker instead
-// (`by_workers`: nvjitlink_version stays empty, and the daemon fills it in and recomputes the
-// fingerprint from the worker's hello).
-enum class NvJitLinkLoad { load, by_workers };
+// Whether detect_toolchain loads the toolkit's libraries (nvJitLink, NVRTC). A process that
+// compiles does. kcached itself only describes the toolchain: its workers compile, and the
+// libraries would stay mapped in the daemon for good (~26 MiB resident for nvJitLink alone,
+// RTLD_NODELETE). It asks its first worker instead (`by_workers`: nvjitlink_version and
+// nvrtc_version stay empty, and the daemon fills them in and recomputes the fingerprint from the
+// worker's hello).
+enum class ToolkitLibraries { load, by_workers };
+
+// The digest of the toolkit's header set under `include_dirs`: every regular file's path
+// (relative to its folder), size and modification time, sorted. A changed header changes one of
+// them (what ccache's compiler check also relies on), without reading 30 MB at every start.
+std::string cuda_headers_digest(const std::vector<std::filesystem::path>& include_dirs);
 
 // Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
 // fingerprint. Initialises LLVM's targets on first use.
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root,
                            CubinAssembler assembler = CubinAssembler::automatic,
-                           NvJitLinkLoad load = NvJitLinkLoad::load);
+                           ToolkitLibraries load = ToolkitLibraries::load);
 
 // Whether detect_toolchain(.., by_workers) left the assembler for a worker to report.
 bool assembler_by_workers(const Toolchain& toolchain, CubinAssembler assembler);

@@ -11,6 +11,7 @@
 #include "kcache/key.hpp"
 #include "image_proto.hpp"
 #include "kcache/select.hpp"
+#include "compile/source_pipeline.hpp"
 #include "remote/entry.hpp"
 #include "wire/wire.hpp"
 
@@ -122,6 +123,7 @@ bool KCacheService::all_stored(Side side, const Key& key, const std::vector<Imag
 
 Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, const Key& key,
                                                         const std::vector<std::string_view>& modules,
+                                                        const std::vector<std::pair<std::string_view, std::string_view>>& headers,
                                                         std::vector<ImageRequest> missing, Answer& answer) {
   // One compile per (side, key, images): later identical requests wait for the first one's.
   std::string flight = remote::flight_of(spec.side, key, missing);
@@ -129,6 +131,7 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
   // Owned by the queued parts, which may outlive this request.
   struct Pending {
     std::vector<std::string> modules;
+    std::vector<std::pair<std::string, std::string>> headers;
     CompileJob job;
     std::vector<CompileJob> parts;  // split_by_arch(job): each runs on its own worker
     std::mutex mutex;               // guards outputs, left and started
@@ -172,8 +175,10 @@ Expected<CompileOutput> KCacheService::compile_and_store(const JobSpec& spec, co
   }
   if (pending) {
     pending->modules.assign(modules.begin(), modules.end());
-    pending->job = CompileJob{spec, {pending->modules.begin(), pending->modules.end()}, std::move(missing),
+    pending->headers.assign(headers.begin(), headers.end());
+    pending->job = CompileJob{spec, {pending->modules.begin(), pending->modules.end()}, std::move(missing), {},
                               Clock::now() + m_limits.job_timeout};
+    for (const auto& [name, bytes] : pending->headers) pending->job.headers.emplace_back(name, bytes);
     // A job for several archs takes as many free workers as it has archs: its archs compile at
     // once. With no more than one free, it queues whole.
     pending->parts = split_by_arch(pending->job, m_pool.idle());
@@ -388,6 +393,11 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   if (auto supported = m_compiler.check_supported(*spec, *images); !supported) return supported.error();
 
   std::vector<std::string_view> modules = wire::modules_of(request);
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  for (const wire::NamedBytes& h : wire::headers_of(request)) headers.emplace_back(h.name, h.bytes);
+  if (spec->is_source()) {
+    if (auto ok = check_includes("the source", modules.front(), headers); !ok) return ok.error();
+  }
   Key key = compute_key(*spec, modules, toolchain.fingerprint);
   key_hex = key.hex();
   response.set_key(key_hex);
@@ -402,7 +412,7 @@ Expected<v1::Outcome> KCacheService::compile(const v1::CompileRequest& request, 
   std::vector<Image> compiled;
   Answer answer = Answer::compiled;
   if (!missing.empty()) {
-    auto output = compile_and_store(*spec, key, modules, missing, answer);
+    auto output = compile_and_store(*spec, key, modules, headers, missing, answer);
     if (!output) return output.error();
     for (std::string& d : output->diagnostics) response.add_diagnostics(std::move(d));
     compiled = std::move(output->images);

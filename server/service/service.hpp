@@ -173,6 +173,7 @@ class KCacheService final : public v1::KCache::WithCallbackMethod_Fetch<v1::KCac
   // looks there first and takes the fleet's lease on the compile (fleet_turn).
   Expected<CompileOutput> compile_and_store(const JobSpec& spec, const Key& key,
                                             const std::vector<std::string_view>& modules,
+                                            const std::vector<std::pair<std::string_view, std::string_view>>& headers,
                                             std::vector<ImageRequest> missing, Answer& answer);
   // Whether every one of `images` of (side, key) is in the store now.
   bool all_stored(Side side, const Key& key, const std::vector<ImageRequest>& images);

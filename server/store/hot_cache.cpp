@@ -43,6 +43,7 @@ void HotCache::insert_list(Side side, const Key& key, std::vector<ImageMeta> met
     size += sizeof(ImageMeta) + m.arch.size() + m.kernels.size() * sizeof(KernelInfo);
     for (const KernelInfo& k : m.kernels) size += k.name.size();
     for (const std::string& s : m.stubbed) size += sizeof(std::string) + s.size();
+    for (const auto& [e, l] : m.lowered_names) size += 2 * sizeof(std::string) + e.size() + l.size();
   }
   if (size > m_max_bytes / 4) return;
   std::string id = prefix(side, key);

@@ -101,6 +101,15 @@ std::string encode_meta(const ImageMeta& m) {
   }
   w.uint<std::uint16_t>(static_cast<std::uint16_t>(m.stubbed.size()));
   for (const std::string& s : m.stubbed) w.str16(s);
+  // Optional trailing section (CUDA C++ jobs): absent in images of other jobs and in every
+  // record written before it existed, which decode as they did.
+  if (!m.lowered_names.empty()) {
+    w.uint<std::uint16_t>(static_cast<std::uint16_t>(m.lowered_names.size()));
+    for (const auto& [expression, lowered] : m.lowered_names) {
+      w.str16(expression);
+      w.str16(lowered);
+    }
+  }
   return w.take();
 }
 
@@ -115,7 +124,7 @@ std::optional<ImageMeta> decode_meta(std::string_view value, std::string arch) {
       !r.uint(kernels)) {
     return std::nullopt;
   }
-  if (kind < 1 || kind > 3) return std::nullopt;
+  if (kind < 1 || kind > 4) return std::nullopt;
   m.kind = static_cast<ImageKind>(kind);
   std::memcpy(m.sha256.data(), digest.data(), 32);
   for (std::uint16_t i = 0; i < kernels; ++i) {
@@ -130,6 +139,14 @@ std::optional<ImageMeta> decode_meta(std::string_view value, std::string arch) {
   if (!r.uint(stubbed)) return std::nullopt;
   for (std::uint16_t i = 0; i < stubbed; ++i) {
     if (!r.str16(m.stubbed.emplace_back())) return std::nullopt;
+  }
+  if (!r.done()) {
+    std::uint16_t names = 0;
+    if (!r.uint(names) || names == 0) return std::nullopt;
+    for (std::uint16_t i = 0; i < names; ++i) {
+      auto& [expression, lowered] = m.lowered_names.emplace_back();
+      if (!r.str16(expression) || !r.str16(lowered)) return std::nullopt;
+    }
   }
   if (!r.done()) return std::nullopt;
   return m;
@@ -156,7 +173,7 @@ std::optional<DecodedEntry> decode_entry(std::string_view value) {
       !r.uint(out.record.created_unix) || !r.str16(out.record.target) || !r.done()) {
     return std::nullopt;
   }
-  if (side < 1 || side > 2 || format < 1 || format > 3) return std::nullopt;
+  if (side < 1 || side > 2 || format < 1 || format > 4) return std::nullopt;
   out.side = static_cast<Side>(side);
   out.record.format = static_cast<InputFormat>(format);
   return out;

@@ -74,7 +74,8 @@ Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
   auto spec = wire::job_spec(job.request(), compiler.toolchain().host_triple, compiler.toolchain().max_ptx_version);
   if (!spec) return spec.error();
   spec->ptx_isa_cap = static_cast<int>(job.ptx_isa_cap());
-  CompileJob compile_job{*spec, wire::modules_of(job.request()), {}, Clock::time_point::max()};
+  CompileJob compile_job{*spec, wire::modules_of(job.request()), {}, {}, Clock::time_point::max()};
+  for (const wire::NamedBytes& h : wire::headers_of(job.request())) compile_job.headers.emplace_back(h.name, h.bytes);
   for (const ImageRef& ref : job.images()) {
     std::optional<ImageKind> kind = wire::from_proto(ref.kind());
     if (!kind) return make_error(ErrorCode::k_internal, "a job image without a kind");
@@ -129,6 +130,7 @@ int worker_main(int argc, char** argv) {
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
   hello.set_nvjitlink_version(compiler.toolchain().nvjitlink_version);
+  hello.set_nvrtc_version(compiler.toolchain().nvrtc_version);
   hello.set_pid(getpid());
   if (!send_message(k_channel_fd, hello)) return 1;
 
@@ -223,10 +225,11 @@ Expected<void> WorkerSet::await_hello(Process& p) {
     return make_error(ErrorCode::k_internal, "a compile worker (pid " + std::to_string(p.pid) +
                                                  ") did not start: " + r.error().message + "; it " + how);
   }
-  Report report{hello.fingerprint(), hello.nvjitlink_version()};
+  Report report{hello.fingerprint(), hello.nvjitlink_version(), hello.nvrtc_version()};
   if (!m_reference) m_reference = report;  // the first worker of start(), before any other runs
   if (report.fingerprint_hex != m_reference->fingerprint_hex ||
-      report.nvjitlink_version != m_reference->nvjitlink_version) {
+      report.nvjitlink_version != m_reference->nvjitlink_version ||
+      report.nvrtc_version != m_reference->nvrtc_version) {
     reap(p, true);
     return make_error(ErrorCode::k_failed_precondition,
                       "a compile worker detected toolchain " + report.fingerprint_hex.substr(0, 16) + ", kcached has " +
@@ -286,6 +289,9 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
   message.set_key(key.hex());
   wire::fill_request(job.spec, *message.mutable_request());
   wire::set_modules(job.spec, job.modules, *message.mutable_request());
+  std::vector<wire::NamedBytes> headers;
+  for (const auto& [name, bytes] : job.headers) headers.push_back({name, bytes});
+  wire::set_headers(headers, *message.mutable_request());
   message.set_ptx_isa_cap(static_cast<std::uint32_t>(job.spec.ptx_isa_cap));
   for (const ImageRequest& r : job.images) {
     ImageRef* ref = message.add_images();

@@ -48,6 +48,7 @@ class WorkerSet {
   struct Report {
     std::string fingerprint_hex;
     std::string nvjitlink_version;  // "" where it assembles with ptxas
+    std::string nvrtc_version;      // "" where it has no NVRTC
   };
 
   // Starts `count` workers at once and waits until each has detected its toolchain, so the first

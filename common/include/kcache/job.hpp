@@ -9,26 +9,30 @@
 #include <vector>
 
 #include "kcache/expected.hpp"
+#include "kcache/sha256.hpp"
 
 namespace kcache {
 
 enum class Side : std::uint8_t { device = 1, host = 2 };
-enum class InputFormat : std::uint8_t { llvm_bitcode = 1, llvm_text = 2, ptx = 3 };
-enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3 };
+// cuda_cpp: CUDA C++ source, compiled by NVRTC (a source job: see JobSpec::source).
+enum class InputFormat : std::uint8_t { llvm_bitcode = 1, llvm_text = 2, ptx = 3, cuda_cpp = 4 };
+// ltoir: NVVM IR for link-time optimisation (NVRTC -dlto), linked later by nvJitLink.
+enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3, ltoir = 4 };
 
 inline constexpr std::string_view k_device_triple = "nvptx64-nvidia-cuda";
 
 std::string_view side_name(Side side);                  // "device", "host"
 std::optional<Side> parse_side(std::string_view name);
-std::string_view format_name(InputFormat format);       // "bc", "ll", "ptx"
+std::string_view format_name(InputFormat format);       // "bc", "ll", "ptx", "cu"
 std::optional<InputFormat> parse_format(std::string_view name);
-std::string_view kind_name(ImageKind kind);             // "ptx", "cubin", "obj"
-std::string_view kind_extension(ImageKind kind);        // file extension: "ptx", "cubin", "o"
+std::string_view kind_name(ImageKind kind);             // "ptx", "cubin", "obj", "ltoir"
+std::string_view kind_extension(ImageKind kind);        // file extension: "ptx", "cubin", "o", "ltoir"
 std::optional<ImageKind> parse_kind(std::string_view name);
 // The side an image kind belongs to.
 Side kind_side(ImageKind kind);
 
-// Guesses the format of module bytes: bitcode magic, PTX directives, else LLVM text IR.
+// Guesses the format of module bytes: bitcode magic, PTX directives, else LLVM text IR (CUDA
+// C++ is never guessed: a source job says so).
 InputFormat infer_format(std::string_view bytes);
 
 // An NVIDIA SM architecture: sm_90 is {9, 0, 0}; sm_90a is {9, 0, 'a'}; sm_100f is {10, 0, 'f'}.
@@ -58,6 +62,35 @@ struct CompileOptions {
   HostGuard guard = HostGuard::reject;  // host only; device jobs are canonicalised to reject
 };
 
+// A header a CUDA C++ job carries: the name its #include spells, and the SHA-256 of its bytes.
+struct SourceHeader {
+  std::string name;
+  Digest digest{};
+  bool operator==(const SourceHeader&) const = default;
+};
+
+// What a CUDA C++ source job adds (format cuda_cpp). The source is the job's module; its headers
+// travel with it, since the daemon never reads a client's include folders.
+struct SourceJob {
+  std::vector<SourceHeader> headers;            // sorted by name, names unique
+  std::vector<std::string> nvrtc_options;       // canonical (canonical_nvrtc_options)
+  std::vector<std::string> name_expressions;    // sorted, unique: "scale<float>"
+};
+
+// Limits of a source job.
+inline constexpr std::size_t k_max_source_headers = 4096;
+inline constexpr std::size_t k_max_header_name = 512;
+inline constexpr std::size_t k_max_nvrtc_options = 256;
+inline constexpr std::size_t k_max_name_expressions = 4096;
+
+// The NVRTC options of a source job, checked against the allow-list and made canonical: one
+// spelling per option (`--std=c++17`, `-DNAME=VALUE`, `--maxrregcount=N`...), flags sorted and
+// deduplicated, and for each macro only its last -D or -U (macros of different names do not
+// interact; for one name, the last one decides), sorted by name after the flags. Options that
+// touch files on the daemon (-I, --include-path, --pre-include, --pch...), the arch (it comes
+// from the job) and -dlto (ask for ltoir images instead) are INVALID_ARGUMENT.
+Expected<std::vector<std::string>> canonical_nvrtc_options(const std::vector<std::string>& options);
+
 // A job without its module bytes and without the archs/kinds it asks for (those name images
 // under the key, not the key).
 struct JobSpec {
@@ -72,10 +105,13 @@ struct JobSpec {
   // daemon emits (kcache/driver.hpp, ptx_isa_cap_for); 0: the daemon's own newest. Its cubins
   // are then left out: they come from a toolkit newer than the driver.
   int ptx_isa_cap = 0;
+  SourceJob source;  // format cuda_cpp only; empty otherwise
 
   std::size_t module_count() const { return 1 + linked_formats.size(); }
   // Whether any module is PTX (such a job can emit cubin only: PTX is linked by nvJitLink).
   bool has_ptx_input() const;
+  // Whether this is a CUDA C++ source job (format cuda_cpp).
+  bool is_source() const;
 };
 
 // The most modules one job may link.

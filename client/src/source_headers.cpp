@@ -1,0 +1,91 @@
+#include "kcache/source_headers.hpp"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "kcache/includes.hpp"
+#include "kcache/job.hpp"
+
+namespace kcache {
+namespace {
+
+struct Pending {
+  std::string text;
+  std::filesystem::path dir;  // where the file was found: its "quoted" includes are looked for here first
+  std::string label;          // for messages
+};
+
+std::optional<std::string> read_whole(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::nullopt;
+  std::ostringstream s;
+  s << f.rdbuf();
+  if (f.bad()) return std::nullopt;
+  return s.str();
+}
+
+}  // namespace
+
+Expected<std::vector<CollectedHeader>> collect_headers(std::string_view source, const std::filesystem::path& source_dir,
+                                                       const std::vector<std::filesystem::path>& include_dirs,
+                                                       std::uint64_t max_bytes) {
+  std::vector<CollectedHeader> out;
+  std::map<std::string, std::size_t> by_name;  // index in out
+  std::uint64_t bytes = 0;
+  std::vector<Pending> queue = {{std::string(source), source_dir, "the source"}};
+  while (!queue.empty()) {
+    Pending file = std::move(queue.back());
+    queue.pop_back();
+    for (const IncludeDirective& d : include_directives(file.text)) {
+      if (d.has_include) continue;  // asks whether a header exists; sends nothing
+      auto refuse = [&](const std::string& why) {
+        return make_error(ErrorCode::k_invalid_argument,
+                          file.label + ", line " + std::to_string(d.line) + ": '" + d.text + "' " + why);
+      };
+      if (d.computed) {
+        return refuse("is a computed include (a macro): kcached takes includes that spell their header, \"name\" "
+                      "or <name>");
+      }
+      if (include_reaches_out(d.name)) {
+        return refuse("names its header by an absolute path or through '..', which kcached refuses: name it "
+                      "relative to an -I folder");
+      }
+      std::vector<std::filesystem::path> dirs;
+      if (!d.angled) dirs.push_back(file.dir);
+      dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
+      std::filesystem::path found;
+      for (const std::filesystem::path& dir : dirs) {
+        std::error_code ec;
+        std::filesystem::path candidate = dir / d.name;
+        if (std::filesystem::is_regular_file(candidate, ec)) {
+          found = candidate;
+          break;
+        }
+      }
+      if (found.empty()) continue;  // a toolkit header, or one the daemon will report missing
+      auto text = read_whole(found);
+      if (!text) return refuse("found " + found.string() + ", which cannot be read");
+      if (auto seen = by_name.find(d.name); seen != by_name.end()) {
+        if (out[seen->second].bytes != *text) {
+          return refuse("finds " + found.string() + ", but '" + d.name + "' already named " +
+                        out[seen->second].found_at.string() +
+                        ", a different file: NVRTC knows a header by the name its #include spells, so one name "
+                        "can stand for one file only");
+        }
+        continue;
+      }
+      bytes += d.name.size() + text->size();
+      if (out.size() + 1 > k_max_source_headers || bytes > max_bytes) {
+        return refuse("takes the job past " + std::to_string(k_max_source_headers) + " headers or " +
+                      std::to_string(max_bytes) + " bytes");
+      }
+      by_name[d.name] = out.size();
+      out.push_back({d.name, *text, found});
+      queue.push_back({*text, found.parent_path(), found.string()});
+    }
+  }
+  return out;
+}
+
+}  // namespace kcache

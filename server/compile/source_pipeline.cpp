@@ -1,0 +1,130 @@
+#include "compile/source_pipeline.hpp"
+
+#include <algorithm>
+#include <regex>
+
+#include "compile/cubin.hpp"
+#include "kcache/includes.hpp"
+
+namespace kcache::server {
+namespace {
+
+Expected<void> check_file(std::string_view file, std::string_view text) {
+  for (const IncludeDirective& d : include_directives(text)) {
+    auto refuse = [&](const std::string& why) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        std::string(file) + ":" + std::to_string(d.line) + ": '" + d.text + "' " + why);
+    };
+    if (d.computed && !d.has_include) {
+      return refuse("is a computed include (a macro) or malformed: a job's includes spell their header as "
+                    "\"name\" or <name>");
+    }
+    if (!d.computed && include_reaches_out(d.name)) {
+      return refuse("names a file by an absolute path or through '..': the daemon reads no file of its own for a "
+                    "job; send the header with the job under a relative name");
+    }
+  }
+  return {};
+}
+
+// The header NVRTC could not find, from its log ("could not open source file "x"").
+std::string missing_header(const std::string& log) {
+  static const std::regex k_missing(R"(open source file \"([^\"]+)\")");
+  std::smatch m;
+  return std::regex_search(log, m, k_missing) ? m[1].str() : std::string();
+}
+
+std::string virtual_arch(const std::string& arch) { return "compute_" + arch.substr(3); }
+
+}  // namespace
+
+Expected<void> check_includes(std::string_view source_name, std::string_view source,
+                              const std::vector<std::pair<std::string_view, std::string_view>>& headers) {
+  if (auto ok = check_file(source_name, source); !ok) return ok;
+  for (const auto& [name, bytes] : headers) {
+    if (auto ok = check_file(name, bytes); !ok) return ok;
+  }
+  return {};
+}
+
+Expected<CompileOutput> compile_source(const Toolchain& toolchain, const CompileJob& job) {
+  if (!toolchain.nvrtc) {
+    return make_error(ErrorCode::k_failed_precondition,
+                      "CUDA C++ jobs need NVRTC (lib64/libnvrtc.so) under " + toolchain.cuda_root.string());
+  }
+  if (job.modules.size() != 1) return make_error(ErrorCode::k_internal, "a source job carries one source");
+  constexpr std::string_view k_source_name = "kernel.cu";
+  if (auto ok = check_includes(k_source_name, job.modules[0], job.headers); !ok) return ok.error();
+
+  Nvrtc::Program program;
+  program.source = job.modules[0];
+  program.source_name = k_source_name;
+  program.headers = job.headers;
+  program.name_expressions = job.spec.source.name_expressions;
+  std::vector<std::string> base = job.spec.source.nvrtc_options;
+  base.push_back("--no-source-include");  // never the worker's own folder
+  for (const std::filesystem::path& dir : toolchain.cuda_include_dirs) base.push_back("--include-path=" + dir.string());
+
+  CompileOutput out;
+  auto run = [&](std::vector<std::string> arch_options) -> Expected<Nvrtc::Output> {
+    program.options = base;
+    program.options.insert(program.options.end(), arch_options.begin(), arch_options.end());
+    auto compiled = toolchain.nvrtc->compile(program, ErrorCode::k_invalid_argument);
+    if (!compiled) {
+      std::string header = missing_header(compiled.error().message);
+      if (!header.empty()) {
+        Error e = compiled.error();
+        e.message = "the source includes \"" + header + "\", which the job did not carry and the toolkit (" +
+                    toolchain.cuda_root.string() + "/include) does not have: send it as a header (the CLI "
+                    "finds it through -I)\n" + e.message;
+        return e;
+      }
+      return compiled;
+    }
+    if (!compiled->log.empty()) out.diagnostics.push_back(compiled->log);
+    return compiled;
+  };
+
+  std::vector<std::string> archs;
+  for (const ImageRequest& want : job.images) {
+    if (std::find(archs.begin(), archs.end(), want.arch) == archs.end()) archs.push_back(want.arch);
+  }
+  std::vector<Image> made;
+  for (const std::string& arch : archs) {
+    auto wants = [&](ImageKind kind) {
+      return std::any_of(job.images.begin(), job.images.end(),
+                         [&](const ImageRequest& r) { return r.arch == arch && r.kind == kind; });
+    };
+    auto add = [&](ImageKind kind, std::string data, std::vector<KernelInfo> kernels,
+                   const std::vector<std::pair<std::string, std::string>>& lowered) {
+      Image image = make_image({arch, kind}, std::move(data), std::move(kernels));
+      image.meta.lowered_names = lowered;
+      made.push_back(std::move(image));
+    };
+    if (wants(ImageKind::ptx) || wants(ImageKind::cubin)) {
+      auto compiled = run({"-arch=" + arch});
+      if (!compiled) return compiled.error();
+      std::vector<KernelInfo> kernels = ptx_entries(compiled->ptx);
+      if (wants(ImageKind::ptx)) add(ImageKind::ptx, std::move(compiled->ptx), kernels, compiled->lowered_names);
+      if (wants(ImageKind::cubin)) {
+        if (compiled->cubin.empty()) return make_error(ErrorCode::k_internal, "NVRTC made no cubin for " + arch);
+        add(ImageKind::cubin, std::move(compiled->cubin), kernels, compiled->lowered_names);
+      }
+    }
+    if (wants(ImageKind::ltoir)) {
+      auto compiled = run({"-arch=" + virtual_arch(arch), "-dlto"});
+      if (!compiled) return compiled.error();
+      if (compiled->ltoir.empty()) return make_error(ErrorCode::k_internal, "NVRTC made no LTO-IR for " + arch);
+      add(ImageKind::ltoir, std::move(compiled->ltoir), {}, compiled->lowered_names);
+    }
+  }
+  for (const ImageRequest& want : job.images) {
+    auto found = std::find_if(made.begin(), made.end(), [&](const Image& i) { return i.meta.id() == want; });
+    if (found == made.end()) return make_error(ErrorCode::k_internal, "no image for " + want.arch);
+    out.images.push_back(std::move(*found));
+    made.erase(found);
+  }
+  return out;
+}
+
+}  // namespace kcache::server
