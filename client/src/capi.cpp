@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
 #include "kcache/loader.hpp"
+#include "kcache/source_headers.hpp"
 #include "wire/wire.hpp"
 
 struct kcache_client {
@@ -23,6 +27,12 @@ struct kcache_image {
 
 struct kcache_bundle {
   kcache::Bundle bundle;
+};
+
+struct kcache_result {
+  std::string key;
+  bool hit = false;
+  std::vector<kcache_image> images;
 };
 
 namespace {
@@ -59,7 +69,57 @@ kcache_status guarded(Body body) {
 
 constexpr std::size_t k_first_job_size = offsetof(kcache_job, linked_modules);  // the struct before it grew
 
-bool valid_format(int format) { return format >= KCACHE_FORMAT_INFER && format <= KCACHE_FORMAT_PTX; }
+bool valid_format(int format) { return format >= KCACHE_FORMAT_INFER && format <= KCACHE_FORMAT_CUDA; }
+
+// A count and its array: an array is NULL only when the count is 0.
+template <typename T>
+kcache::Expected<void> check_array(const T* items, std::size_t count, const char* name) {
+  if (items == nullptr && count > 0) {
+    return kcache::make_error(kcache::ErrorCode::k_invalid_argument,
+                              std::string("job.") + name + " is NULL but its count is not 0");
+  }
+  return {};
+}
+
+// A CUDA C++ job's headers, NVRTC options and name expressions, and the headers found through
+// job.include_dirs.
+kcache::Expected<void> add_source(const kcache_job* job, kcache::v1::CompileRequest& r) {
+  using namespace kcache;
+  if (!KCACHE_JOB_HAS(job, name_expression_count)) return {};
+  for (auto ok : {check_array(job->headers, job->header_count, "headers"),
+                  check_array(job->include_dirs, job->include_dir_count, "include_dirs"),
+                  check_array(job->nvrtc_options, job->nvrtc_option_count, "nvrtc_options"),
+                  check_array(job->name_expressions, job->name_expression_count, "name_expressions")}) {
+    if (!ok) return ok.error();
+  }
+  std::set<std::string> named;
+  for (std::size_t i = 0; i < job->header_count; ++i) {
+    const kcache_header& h = job->headers[i];
+    if (h.name == nullptr || (h.data == nullptr && h.size > 0)) {
+      return make_error(ErrorCode::k_invalid_argument, "job.headers[" + std::to_string(i) + "] has a NULL name or data");
+    }
+    v1::SourceHeader* out = r.add_headers();
+    out->set_name(h.name);
+    out->set_content(static_cast<const char*>(h.data), h.size);
+    named.insert(h.name);
+  }
+  if (job->include_dir_count > 0) {
+    std::vector<std::filesystem::path> dirs;
+    for (std::size_t i = 0; i < job->include_dir_count; ++i) dirs.emplace_back(job->include_dirs[i]);
+    // The source has no folder of its own here: its "quoted" includes are looked for in include_dirs.
+    auto found = collect_headers(r.module(), {}, dirs);
+    if (!found) return found.error();
+    for (const CollectedHeader& h : *found) {
+      if (named.contains(h.name)) continue;  // the caller's own header of that name wins
+      v1::SourceHeader* out = r.add_headers();
+      out->set_name(h.name);
+      out->set_content(h.bytes);
+    }
+  }
+  for (std::size_t i = 0; i < job->nvrtc_option_count; ++i) r.add_nvrtc_options(job->nvrtc_options[i]);
+  for (std::size_t i = 0; i < job->name_expression_count; ++i) r.add_name_expressions(job->name_expressions[i]);
+  return {};
+}
 
 kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job) {
   using namespace kcache;
@@ -118,6 +178,11 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
   } else {
     r.set_driver_version(installed_driver_version());  // a caller from before the field: this machine's
   }
+  // NVRTC's output is for its own toolkit: a source job states no driver unless the caller did.
+  if (job->format == KCACHE_FORMAT_CUDA && !(KCACHE_JOB_HAS(job, driver_version) && job->driver_version > 0)) {
+    r.set_driver_version(0);
+  }
+  if (auto ok = add_source(job, r); !ok) return ok.error();
   return r;
 }
 
@@ -199,6 +264,37 @@ kcache_status kcache_fetch_or_compile(kcache_client* client, const void* module,
   });
 }
 
+kcache_status kcache_compile(kcache_client* client, const void* module, size_t module_size, const kcache_job* job,
+                             kcache_result** out) {
+  return guarded([&] {
+    if (client == nullptr || out == nullptr) return fail(KCACHE_INVALID_ARGUMENT, "client and out must not be NULL");
+    auto request = to_request(module, module_size, job);
+    if (!request) return fail(request.error());
+    auto compiled = client->client->compile(*request);
+    if (!compiled) return fail(compiled.error());
+    auto result = std::make_unique<kcache_result>();
+    result->key = compiled->key();
+    result->hit = compiled->outcome() == kcache::v1::OUTCOME_HIT;
+    for (kcache::v1::Image& image : *compiled->mutable_images()) {
+      kcache::FetchedImage fetched;
+      fetched.data = std::move(*image.mutable_data());
+      image.clear_data();
+      fetched.image = std::move(image);
+      result->images.push_back(kcache_image{std::move(fetched)});
+    }
+    *out = result.release();
+    return ok();
+  });
+}
+
+const char* kcache_result_key(const kcache_result* result) { return result ? result->key.c_str() : ""; }
+int kcache_result_hit(const kcache_result* result) { return result && result->hit ? 1 : 0; }
+size_t kcache_result_image_count(const kcache_result* result) { return result ? result->images.size() : 0; }
+const kcache_image* kcache_result_image(const kcache_result* result, size_t index) {
+  return result && index < result->images.size() ? &result->images[index] : nullptr;
+}
+void kcache_result_free(kcache_result* result) { delete result; }
+
 kcache_status kcache_bundle_open(const char* dir, kcache_bundle** out) {
   return guarded([&] {
     if (dir == nullptr || out == nullptr) return fail(KCACHE_INVALID_ARGUMENT, "dir and out must not be NULL");
@@ -241,6 +337,17 @@ const char* kcache_image_arch(const kcache_image* image) { return image ? image-
 int kcache_image_kind(const kcache_image* image) { return image ? image->fetched.image.kind() : 0; }
 int kcache_image_needs_jit(const kcache_image* image) { return image && image->fetched.image.needs_jit() ? 1 : 0; }
 const char* kcache_image_sha256(const kcache_image* image) { return image ? image->fetched.image.sha256().c_str() : ""; }
+size_t kcache_image_lowered_name_count(const kcache_image* image) {
+  return image ? static_cast<size_t>(image->fetched.image.lowered_names_size()) : 0;
+}
+const char* kcache_image_name_expression(const kcache_image* image, size_t index) {
+  if (index >= kcache_image_lowered_name_count(image)) return "";
+  return image->fetched.image.lowered_names(static_cast<int>(index)).expression().c_str();
+}
+const char* kcache_image_lowered_name(const kcache_image* image, size_t index) {
+  if (index >= kcache_image_lowered_name_count(image)) return "";
+  return image->fetched.image.lowered_names(static_cast<int>(index)).lowered().c_str();
+}
 void kcache_image_free(kcache_image* image) { delete image; }
 
 }  // extern "C"

@@ -52,7 +52,7 @@ Expected<std::vector<CollectedHeader>> collect_headers(std::string_view source, 
                       "relative to an -I folder");
       }
       std::vector<std::filesystem::path> dirs;
-      if (!d.angled) dirs.push_back(file.dir);
+      if (!d.angled && !file.dir.empty()) dirs.push_back(file.dir);  // an in-memory source has no folder
       dirs.insert(dirs.end(), include_dirs.begin(), include_dirs.end());
       std::filesystem::path found;
       for (const std::filesystem::path& dir : dirs) {

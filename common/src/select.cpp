@@ -21,6 +21,15 @@ bool same_version(const SmArch& a, const SmArch& b) { return a.major == b.major 
 std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
                                       std::optional<ImageKind> only_kind, const Loadable& loadable) {
   Best exact_cubin, compatible_cubin, ptx;
+  // LTO-IR is no driver's to load: nvJitLink links it later. Fetched only when asked for by
+  // kind, and only for its own arch.
+  if (only_kind == ImageKind::ltoir) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      auto arch = parse_sm_arch(candidates[i].arch);
+      if (candidates[i].kind == ImageKind::ltoir && arch && *arch == device) return Selection{i, false};
+    }
+    return std::nullopt;
+  }
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const ImageRequest& c = candidates[i];
     if (only_kind && c.kind != *only_kind) continue;

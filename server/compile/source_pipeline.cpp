@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "compile/cubin.hpp"
+#include "compile/llvm_common.hpp"
 #include "kcache/includes.hpp"
 
 namespace kcache::server {
@@ -55,14 +56,26 @@ Expected<CompileOutput> compile_source(const Toolchain& toolchain, const Compile
   if (job.modules.size() != 1) return make_error(ErrorCode::k_internal, "a source job carries one source");
   constexpr std::string_view k_source_name = "kernel.cu";
   if (auto ok = check_includes(k_source_name, job.modules[0], job.headers); !ok) return ok.error();
+  // NVRTC looks for a "quoted" include beside the file that includes it. For the toolkit's
+  // headers that must stay (cooperative_groups/details/ includes "info.h" so), so
+  // --no-source-include is out; the source's own folder is an empty one of ours instead.
+  TempDir scratch;
+  if (scratch.path().empty()) return make_error(ErrorCode::k_internal, "cannot create a scratch folder");
+  std::string source_path = (scratch.path() / k_source_name).string();
+  std::string scratch_prefix = scratch.path().string() + "/";
+  auto unscratched = [&](std::string text) {  // messages name kernel.cu, not our folder
+    for (std::size_t at = text.find(scratch_prefix); at != std::string::npos; at = text.find(scratch_prefix, at)) {
+      text.erase(at, scratch_prefix.size());
+    }
+    return text;
+  };
 
   Nvrtc::Program program;
   program.source = job.modules[0];
-  program.source_name = k_source_name;
+  program.source_name = source_path;
   program.headers = job.headers;
   program.name_expressions = job.spec.source.name_expressions;
   std::vector<std::string> base = job.spec.source.nvrtc_options;
-  base.push_back("--no-source-include");  // never the worker's own folder
   for (const std::filesystem::path& dir : toolchain.cuda_include_dirs) base.push_back("--include-path=" + dir.string());
 
   CompileOutput out;
@@ -71,6 +84,10 @@ Expected<CompileOutput> compile_source(const Toolchain& toolchain, const Compile
     program.options.insert(program.options.end(), arch_options.begin(), arch_options.end());
     auto compiled = toolchain.nvrtc->compile(program, ErrorCode::k_invalid_argument);
     if (!compiled) {
+      Error e = compiled.error();
+      e.message = unscratched(std::move(e.message));
+      for (std::string& line : e.details) line = unscratched(std::move(line));
+      compiled = e;
       std::string header = missing_header(compiled.error().message);
       if (!header.empty()) {
         Error e = compiled.error();
@@ -81,7 +98,7 @@ Expected<CompileOutput> compile_source(const Toolchain& toolchain, const Compile
       }
       return compiled;
     }
-    if (!compiled->log.empty()) out.diagnostics.push_back(compiled->log);
+    if (!compiled->log.empty()) out.diagnostics.push_back(unscratched(compiled->log));
     return compiled;
   };
 

@@ -19,8 +19,8 @@ Expected<void> check_includes(std::string_view source_name, std::string_view sou
 
 // Compiles a canonical source job: for each arch, PTX and cubin from one NVRTC compile for the
 // real arch (-arch=sm_XX), LTO-IR from one for the virtual arch with -dlto. Every image carries
-// the job's name expressions, lowered. NVRTC never looks beside the source (--no-source-include)
-// and finds nothing but the job's headers and the toolkit's include folders.
+// the job's name expressions, lowered. The source sits (for NVRTC) in an empty scratch folder, so
+// NVRTC finds nothing but the job's headers and the toolkit's include folders.
 Expected<CompileOutput> compile_source(const Toolchain& toolchain, const CompileJob& job);
 
 }  // namespace kcache::server

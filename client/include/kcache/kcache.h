@@ -24,11 +24,25 @@ typedef int kcache_status;
 #define KCACHE_UNAVAILABLE 14
 
 enum kcache_side { KCACHE_SIDE_DEVICE = 1, KCACHE_SIDE_HOST = 2 };
-enum kcache_format { KCACHE_FORMAT_INFER = 0, KCACHE_FORMAT_BITCODE = 1, KCACHE_FORMAT_TEXT = 2, KCACHE_FORMAT_PTX = 3 };
-enum kcache_kind { KCACHE_KIND_ANY = 0, KCACHE_KIND_PTX = 1, KCACHE_KIND_CUBIN = 2, KCACHE_KIND_OBJECT = 3 };
+/* KCACHE_FORMAT_CUDA: CUDA C++ source, compiled by the daemon's NVRTC (never inferred). */
+enum kcache_format {
+  KCACHE_FORMAT_INFER = 0, KCACHE_FORMAT_BITCODE = 1, KCACHE_FORMAT_TEXT = 2, KCACHE_FORMAT_PTX = 3, KCACHE_FORMAT_CUDA = 4
+};
+/* KCACHE_KIND_LTOIR: NVVM IR for link-time optimisation (CUDA C++ jobs), fetched by kind only. */
+enum kcache_kind {
+  KCACHE_KIND_ANY = 0, KCACHE_KIND_PTX = 1, KCACHE_KIND_CUBIN = 2, KCACHE_KIND_OBJECT = 3, KCACHE_KIND_LTOIR = 4
+};
 
 typedef struct kcache_client kcache_client;
 typedef struct kcache_image kcache_image;
+typedef struct kcache_result kcache_result;
+
+/* A header a CUDA C++ job sends, under the name its #include spells ("detail/math.cuh"). */
+typedef struct kcache_header {
+  const char *name;
+  const void *data;
+  size_t size;
+} kcache_header;
 
 /* A module linked after a job's first one (relocatable device code: clang -fgpu-rdc output,
  * multi-file projects). */
@@ -70,6 +84,21 @@ typedef struct kcache_job {
    * load. KCACHE_DRIVER_THIS_MACHINE (the default) asks this machine's driver, if it has one;
    * KCACHE_DRIVER_NONE states none (images for the daemon's own toolkit). */
   long driver_version;
+  /* CUDA C++ jobs (format KCACHE_FORMAT_CUDA; the module is the source). The daemon reads no
+   * file of the caller's: `headers` travel with the source, and libkcache adds every further
+   * header the source (and those headers) include that it finds in `include_dirs` (as
+   * `kcache compile -I`); the toolkit's own (<cuda_fp16.h>) stay on the daemon. NVRTC options
+   * come from the daemon's allow-list (-DN=4, -std=c++17, --use_fast_math, -rdc=true, ...); the
+   * arch comes from `archs`. Each name expression ("scale<float>") comes back lowered with every
+   * image (kcache_image_lowered_name). */
+  const kcache_header *headers;
+  size_t header_count;
+  const char *const *include_dirs;
+  size_t include_dir_count;
+  const char *const *nvrtc_options;
+  size_t nvrtc_option_count;
+  const char *const *name_expressions;
+  size_t name_expression_count;
 } kcache_job;
 
 #define KCACHE_DRIVER_THIS_MACHINE 0L
@@ -103,6 +132,16 @@ kcache_status kcache_fetch(kcache_client *client, const char *key_hex, const cha
 kcache_status kcache_fetch_or_compile(kcache_client *client, const void *module, size_t module_size,
                                       const kcache_job *job, const char *device_arch, kcache_image **out);
 
+/* Compiles `job` (or hits) and returns every image it asks for, archs x kinds, with its bytes:
+ * for LTO-IR, PTX and cubin alike, and for a build step that wants all of them. */
+kcache_status kcache_compile(kcache_client *client, const void *module, size_t module_size, const kcache_job *job,
+                             kcache_result **out);
+const char *kcache_result_key(const kcache_result *result);     /* 64 hex digits */
+int kcache_result_hit(const kcache_result *result);             /* nonzero: nothing was compiled */
+size_t kcache_result_image_count(const kcache_result *result);
+const kcache_image *kcache_result_image(const kcache_result *result, size_t index); /* owned by the result */
+void kcache_result_free(kcache_result *result);
+
 /* Bundles made by `kcache precompile`, served with no daemon: the same selection rules (an image
  * this machine's driver, where it has one, loads), and a file whose digest does not match the
  * bundle's index is refused (KCACHE_INTERNAL). */
@@ -119,6 +158,11 @@ const char *kcache_image_arch(const kcache_image *image);
 int kcache_image_kind(const kcache_image *image);      /* kcache_kind */
 int kcache_image_needs_jit(const kcache_image *image); /* PTX the driver compiles at load time */
 const char *kcache_image_sha256(const kcache_image *image);
+/* CUDA C++ jobs: the image's name expressions and their lowered (mangled) names, in the order of
+ * the job's sorted expressions; out of range reads as "". */
+size_t kcache_image_lowered_name_count(const kcache_image *image);
+const char *kcache_image_name_expression(const kcache_image *image, size_t index);
+const char *kcache_image_lowered_name(const kcache_image *image, size_t index);
 void kcache_image_free(kcache_image *image);
 
 #ifdef __cplusplus

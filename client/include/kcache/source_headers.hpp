@@ -21,7 +21,8 @@ struct CollectedHeader {
 };
 
 // Follows `source`'s includes, transitively: a "quoted" name is looked for beside the file that
-// includes it, then in `include_dirs` in order; an <angled> one in `include_dirs` alone. Each
+// includes it (not for the source itself when `source_dir` is empty: a source held in memory),
+// then in `include_dirs` in order; an <angled> one in `include_dirs` alone. Each
 // header found is read once. INVALID_ARGUMENT when one name finds two different files, when a
 // name is absolute or goes through `..` (the daemon refuses those), for a computed include, and
 // past k_max_source_headers headers or `max_bytes` bytes in all; NOT_FOUND never (unfound names

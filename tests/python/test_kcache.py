@@ -1,0 +1,127 @@
+"""client/python/kcache.py with Debian's python3 against a real kcached on a loopback port, as a
+Python user runs it: CUDA C++ with headers, name expressions and NVRTC errors, LLVM IR, fetch by key.
+
+Run by ctest (tests/CMakeLists.txt), which sets KCACHE_DAEMON, KCACHE_LIBRARY and KCACHE_TEST_DATA.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
+import kcache  # noqa: E402
+
+DAEMON = os.environ.get("KCACHE_DAEMON", "")
+DATA = Path(os.environ.get("KCACHE_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
+NVRTC = Path("/usr/local/cuda/lib64/libnvrtc.so")
+PTXAS = Path("/usr/local/cuda/bin/ptxas")
+
+
+class Daemon:
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="kcache-python-test-"))
+        port_file = self.dir / "port"
+        self.log = open(self.dir / "kcached.log", "w")
+        self.proc = subprocess.Popen([DAEMON, "--listen", "127.0.0.1:0", "--port-file", str(port_file),
+                                      "--db", str(self.dir / "db"), "--workers", "2"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("kcached did not start: " + (self.dir / "kcached.log").read_text()[-2000:])
+            time.sleep(0.02)
+        self.address = "127.0.0.1:" + port_file.read_text().strip()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PythonModule(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not DAEMON:
+            raise unittest.SkipTest("KCACHE_DAEMON is not set (ctest sets it)")
+        cls.daemon = Daemon()
+        cls.client = kcache.Client(cls.daemon.address, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.daemon.stop()
+
+    def need_nvrtc(self):
+        if not PTXAS.exists():
+            self.skipTest(f"no CUDA toolkit: {PTXAS} is absent")
+        if not NVRTC.exists():
+            self.skipTest(f"the toolkit has no NVRTC: {NVRTC} is absent")
+
+    def test_cuda_source_with_headers_and_name_expressions_compiles_then_hits_and_fetches_by_key(self):
+        self.need_nvrtc()
+        source = (DATA / "cuda_src" / "reduce.cu").read_text()
+        names = ["block_reduce<float, 256, ops::Sum<float>>", "scale_half"]
+        args = dict(archs=["sm_90"], kinds=["cubin", "ptx"], options=["-std=c++17", "-DITEMS_PER_THREAD=2"],
+                    name_expressions=names, include_dirs=[DATA / "cuda_src" / "include"])
+        first = self.client.compile_cuda(source, **args)
+        self.assertFalse(first.hit)
+        self.assertEqual([(i.arch, i.kind) for i in first], [("sm_90", "cubin"), ("sm_90", "ptx")])
+        self.assertEqual(first[0].data[:4], b"\x7fELF")
+        self.assertEqual(set(first[0].lowered_names), set(names))
+        for expression, lowered in first[1].lowered_names.items():
+            self.assertIn(b".entry " + lowered.encode(), first[1].data, expression)
+        second = self.client.compile_cuda(source, **args)
+        self.assertTrue(second.hit)
+        self.assertEqual(second.key, first.key)
+        self.assertEqual(second[0].sha256, first[0].sha256)
+        fetched = self.client.fetch(first.key, "sm_90")
+        self.assertEqual(fetched.kind, "cubin")
+        self.assertEqual(fetched.data, first[0].data)
+        self.assertEqual(fetched.lowered_names, first[0].lowered_names)
+
+    def test_headers_given_as_text_and_lto_ir(self):
+        self.need_nvrtc()
+        source = '#include "scale.cuh"\ntemplate <typename T> __global__ void k(T* x) { x[threadIdx.x] *= T(SCALE); }\n'
+        images = self.client.compile_cuda(source, archs=["sm_80"], kinds=["ltoir"], headers={"scale.cuh": "#define SCALE 3\n"},
+                                          name_expressions=["k<double>"])
+        self.assertEqual(images[0].kind, "ltoir")
+        self.assertGreater(len(images[0].data), 0)
+        self.assertTrue(images[0].lowered_names["k<double>"].startswith("_Z"))
+        self.assertEqual(self.client.fetch(images.key, "sm_80", kind="ltoir").data, images[0].data)
+        other = self.client.compile_cuda(source, archs=["sm_80"], kinds=["ltoir"], headers={"scale.cuh": "#define SCALE 4\n"},
+                                         name_expressions=["k<double>"])
+        self.assertNotEqual(other.key, images.key)
+
+    def test_errors_carry_the_status_and_nvrtcs_log(self):
+        self.need_nvrtc()
+        with self.assertRaises(kcache.Error) as bad:
+            self.client.compile_cuda("__global__ void f(int* x) { x[0] = undefined_name; }\n", archs=["sm_90"])
+        self.assertEqual(bad.exception.status, 3)
+        self.assertIn('identifier "undefined_name" is undefined', str(bad.exception))
+        with self.assertRaises(kcache.Error) as refused:
+            self.client.compile_cuda("__global__ void f() {}\n", archs=["sm_90"], options=["-I/etc"])
+        self.assertEqual(refused.exception.status, 3)
+        self.assertIn("reads files on the daemon", str(refused.exception))
+        with self.assertRaises(kcache.Error) as missing:
+            self.client.fetch("0" * 64, "sm_90")
+        self.assertEqual(missing.exception.status, 5)
+
+    def test_llvm_ir_compiles_without_a_toolkit_too(self):
+        ir = (DATA / "kernels" / "saxpy.ll").read_text()
+        images = self.client.compile_ir(ir, archs=["sm_80"], kinds=["ptx"])
+        self.assertEqual(images[0].kind, "ptx")
+        self.assertIn(b".entry saxpy", images[0].data)
+        self.assertTrue(self.client.compile_ir(ir, archs=["sm_80"], kinds=["ptx"]).hit)
+        with self.assertRaises(kcache.Error) as wrong:
+            self.client.compile_ir(ir, archs=["sm_80"], kinds=["bogus"])
+        self.assertEqual(wrong.exception.status, 3)
+
+
+if __name__ == "__main__":
+    result = unittest.main(verbosity=2, exit=False).result
+    sys.exit(0 if result.wasSuccessful() else 1)
