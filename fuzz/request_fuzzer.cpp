@@ -1,11 +1,13 @@
 // libFuzzer target: the request decoder and validation, everything a Compile, Fetch or Lookup
 // goes through before any compile: protobuf decoding, the job spec (format inference,
-// canonicalisation), image planning, the key, key parsing and image selection. Any input must
+// canonicalisation, a CUDA C++ job's NVRTC options and include scan), image planning, the key,
+// key parsing and image selection. Any input must
 // end in a value or a clean Error, never a crash, a sanitizer report or an exception.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "kcache/includes.hpp"
 #include "kcache/key.hpp"
 #include "kcache/select.hpp"
 #include "wire/wire.hpp"
@@ -28,7 +30,16 @@ void compile_request(std::string_view bytes) {
   kcache::v1::CompileRequest rebuilt;
   kcache::wire::fill_request(*spec, rebuilt);
   kcache::wire::set_modules(*spec, modules, rebuilt);
+  kcache::wire::set_headers(kcache::wire::headers_of(request), rebuilt);  // bytes travel beside the spec
   rebuilt.set_driver_version(request.driver_version());  // not part of the spec: it gives the cap
+  // A source job's text and headers go through the include scan the daemon runs before NVRTC.
+  if (spec->is_source()) {
+    std::vector<kcache::IncludeDirective> found = kcache::include_directives(request.module());
+    for (const kcache::v1::SourceHeader& h : request.headers()) {
+      for (kcache::IncludeDirective& d : kcache::include_directives(h.content())) found.push_back(std::move(d));
+    }
+    for (const kcache::IncludeDirective& d : found) (void)kcache::include_reaches_out(d.name);
+  }
   auto again = kcache::wire::job_spec(rebuilt, k_host_triple, 90);
   if (!again || kcache::compute_key(*again, kcache::wire::modules_of(rebuilt), fingerprint) != key) __builtin_trap();
 }

@@ -294,6 +294,12 @@ JobFlags job_from_manifest(const kcache::ManifestModule& m, const std::filesyste
   f.guard = m.host_runtime == kcache::HostGuard::stub ? "stub" : "reject";
   for (kcache::ImageKind kind : m.emit) f.emit.emplace_back(kcache::kind_name(kind));
   if (m.side == kcache::Side::device) f.archs = archs;
+  for (const std::string& dir : m.include_dirs) f.include_dirs.push_back((base / dir).string());
+  f.defines = m.defines;
+  f.undefines = m.undefines;
+  f.std = m.std;
+  f.name_exprs = m.name_expressions;
+  f.nvrtc_options = m.nvrtc_options;
   return f;
 }
 
@@ -332,8 +338,9 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
         for (const v1::Image& im : response->images()) {
           std::string file = "images/" + e.key + "." + im.arch() + "." + ext_text(im.kind());
           write_file(std::filesystem::path(out) / file, im.data());
-          kcache::BundleImage b{{im.arch(), *kcache::wire::from_proto(im.kind())}, im.size(), im.sha256(), file, {}};
+          kcache::BundleImage b{{im.arch(), *kcache::wire::from_proto(im.kind())}, im.size(), im.sha256(), file, {}, {}};
           for (const v1::KernelInfo& k : im.kernels()) b.kernels.push_back(k.name());
+          for (const v1::LoweredName& n : im.lowered_names()) b.lowered_names.emplace_back(n.expression(), n.lowered());
           e.images.push_back(std::move(b));
         }
       } catch (const Failure& f) {

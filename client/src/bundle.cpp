@@ -22,8 +22,14 @@ Expected<void> write_bundle_index(const std::filesystem::path& dir, const Bundle
   for (const BundleEntry& e : index.entries) {
     json images = json::array();
     for (const BundleImage& im : e.images) {
-      images.push_back({{"arch", im.id.arch}, {"kind", kind_name(im.id.kind)}, {"size", im.size},
-                        {"sha256", im.sha256}, {"file", im.file}, {"kernels", im.kernels}});
+      json image = {{"arch", im.id.arch}, {"kind", kind_name(im.id.kind)}, {"size", im.size},
+                    {"sha256", im.sha256}, {"file", im.file}, {"kernels", im.kernels}};
+      if (!im.lowered_names.empty()) {
+        json names = json::object();
+        for (const auto& [expression, lowered] : im.lowered_names) names[expression] = lowered;
+        image["lowered_names"] = names;
+      }
+      images.push_back(std::move(image));
     }
     entries.push_back({{"module", e.module}, {"key", e.key}, {"side", side_name(e.side)}, {"images", images}});
   }
@@ -47,7 +53,7 @@ namespace {
 using namespace json_fields;
 
 constexpr std::string_view k_sides = "\"device\", \"host\"";
-constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"obj\"";
+constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"obj\"";
 
 // Image files of a bundle are images/NAME, as `kcache precompile` writes them: no other folder,
 // no "..", no NUL, so an index can never name a file outside the bundle.
@@ -82,6 +88,14 @@ BundleImage image_from(const json& im, const std::string& at, Side side) {
                                    "bundle");
   }
   out.kernels = strings_field(im, at, "kernels", 1u << 16);
+  if (const json* names = find(im, "lowered_names")) {
+    std::string here = child(at, "lowered_names");
+    require_object(*names, here, std::nullopt);
+    if (names->size() > k_max_name_expressions) invalid(here, "more than " + std::to_string(k_max_name_expressions) + " names");
+    for (const auto& [expression, lowered] : names->items()) {
+      out.lowered_names.emplace_back(expression, string_value(lowered, child(here, expression), true, 4096));
+    }
+  }
   return out;
 }
 

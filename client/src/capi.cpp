@@ -322,6 +322,11 @@ kcache_status kcache_bundle_fetch(const kcache_bundle* bundle, const char* key_h
     fetched.image.set_size(found->image.size);
     fetched.image.set_sha256(found->image.sha256);
     fetched.image.set_needs_jit(found->needs_jit);
+    for (const auto& [expression, lowered] : found->image.lowered_names) {
+      kcache::v1::LoweredName* n = fetched.image.add_lowered_names();
+      n->set_expression(expression);
+      n->set_lowered(lowered);
+    }
     fetched.data = std::move(found->data);
     *out = new kcache_image{std::move(fetched)};
     return ok();

@@ -40,8 +40,16 @@ namespace {
 using namespace json_fields;
 
 constexpr std::string_view k_sides = "\"device\", \"host\"";
-constexpr std::string_view k_formats = "\"bc\", \"ll\", \"ptx\"";
-constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"obj\"";
+constexpr std::string_view k_formats = "\"bc\", \"ll\", \"ptx\", \"cu\"";
+constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"obj\"";
+constexpr std::string_view k_stds = "\"c++03\", \"c++11\", \"c++14\", \"c++17\", \"c++20\"";
+
+std::optional<std::string> parse_std(std::string_view name) {
+  for (std::string_view s : {"c++03", "c++11", "c++14", "c++17", "c++20"}) {
+    if (name == s) return std::string(name);
+  }
+  return std::nullopt;
+}
 constexpr std::string_view k_guards = "\"reject\", \"stub\"";
 
 std::optional<HostGuard> parse_guard(std::string_view name) {
@@ -53,7 +61,8 @@ std::optional<HostGuard> parse_guard(std::string_view name) {
 ManifestModule module_from(const json& m, const std::string& at) {
   require_object(m, at,
                  {{"path", "link", "side", "format", "target", "opt_level", "debug", "lineinfo", "fast_math",
-                   "entry_points", "cpu", "host_runtime", "emit"}});
+                   "entry_points", "cpu", "host_runtime", "emit", "include_dirs", "defines", "undefines", "std",
+                   "name_expressions", "nvrtc_options"}});
   ManifestModule out;
   out.path = string_value(required(m, at, "path"), child(at, "path"), true);
   out.link = strings_field(m, at, "link", k_max_job_modules - 1);
@@ -80,6 +89,18 @@ ManifestModule module_from(const json& m, const std::string& at) {
                                       std::string(side_name(out.side)));
       }
       out.emit.push_back(kind);
+    }
+  }
+  out.include_dirs = strings_field(m, at, "include_dirs", 256);
+  out.defines = strings_field(m, at, "defines", k_max_nvrtc_options);
+  out.undefines = strings_field(m, at, "undefines", k_max_nvrtc_options);
+  if (const json* f = find(m, "std")) out.std = enum_value(*f, child(at, "std"), parse_std, k_stds);
+  out.name_expressions = strings_field(m, at, "name_expressions", k_max_name_expressions);
+  out.nvrtc_options = strings_field(m, at, "nvrtc_options", k_max_nvrtc_options);
+  bool source = out.format == InputFormat::cuda_cpp || (!out.format && out.path.ends_with(".cu"));
+  if (!source) {
+    for (const char* field : {"include_dirs", "defines", "undefines", "std", "name_expressions", "nvrtc_options"}) {
+      if (find(m, field) != nullptr) invalid(child(at, field), "is for CUDA C++ modules (format \"cu\", or a .cu path)");
     }
   }
   return out;

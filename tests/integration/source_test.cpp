@@ -3,6 +3,8 @@
 // wrong. Skipped, saying why, where the toolkit or its NVRTC is absent.
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon_fixture.hpp"
 #include "kcache/source_headers.hpp"
 
@@ -185,6 +187,48 @@ TEST_F(Source, OptionsAndIncludesThatReachIntoTheDaemonAreRefused) {
   ASSERT_TRUE(stats);
   EXPECT_EQ(stats->entries(), 0u);
   EXPECT_TRUE(m_client->compile(source_request(ok, {"sm_90"}, {v1::KIND_PTX}))) << "kcached stopped serving";
+}
+
+TEST_F(Source, TheCliCompilesKeysAndPrecompilesASourceWithItsIncludeFolders) {
+  const std::string src = (source_dir() / "reduce.cu").string(), inc = (source_dir() / "include").string();
+  const std::filesystem::path out = m_dir.path() / "out";
+  std::vector<std::string> args = {"--json", "compile", src, "-I", inc, "-D", "ITEMS_PER_THREAD=2", "--std", "c++17",
+                                   "--arch", "sm_90", "--emit", "cubin,ltoir", "--name-expr", "scale_half",
+                                   "--out-dir", out.string()};
+  auto first = run_cli(args, m_daemon->address());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto j = nlohmann::json::parse(first.out);
+  EXPECT_EQ(j["outcome"], "miss");
+  ASSERT_EQ(j["images"].size(), 2u);
+  EXPECT_EQ(j["images"][1]["kind"], "ltoir");
+  EXPECT_EQ(read_file(out / "sm_90.ltoir").size(), j["images"][1]["size"].get<std::size_t>());
+  EXPECT_TRUE(j["images"][0]["lowered_names"]["scale_half"].get<std::string>().starts_with("_Z"));
+  // `kcache key` collects the same headers: the same key, without compiling.
+  auto key = run_cli({"key", src, "-I", inc, "--std=c++17", "-DITEMS_PER_THREAD=2", "--name-expr", "scale_half"},
+                     m_daemon->address());
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  EXPECT_EQ(key.out.substr(0, 64), j["key"].get<std::string>());
+  // Without -I the client finds no ops/functors.cuh to send, and the daemon names it.
+  auto unfound = run_cli({"compile", src, "--arch", "sm_90"}, m_daemon->address());
+  EXPECT_EQ(unfound.exit_code, 3) << unfound.out;
+  EXPECT_NE(unfound.err.find("\"ops/functors.cuh\", which the job did not carry"), std::string::npos) << unfound.err;
+  // A hit without name expressions is answered over HTTP by `kcache` alone.
+  std::vector<std::string> plain = {"compile", src, "-I", inc, "--arch", "sm_90", "--emit", "cubin"};
+  ASSERT_EQ(run_cli(plain, m_daemon->address()).exit_code, 0);
+  auto hit = run_cli(plain, m_daemon->address());
+  ASSERT_EQ(hit.exit_code, 0) << hit.err;
+  EXPECT_TRUE(hit.out.starts_with("hit ")) << hit.out;
+
+  // A manifest's CUDA C++ module, its include folder relative to the manifest.
+  std::filesystem::path manifest = source_dir() / "precompile.toml";
+  std::filesystem::path bundle = m_dir.path() / "bundle";
+  auto pre = run_cli({"precompile", manifest.string(), "--out", bundle.string()}, m_daemon->address());
+  ASSERT_EQ(pre.exit_code, 0) << pre.err;
+  auto index = nlohmann::json::parse(read_file(bundle / "index.json"));
+  ASSERT_EQ(index["entries"].size(), 1u);
+  EXPECT_EQ(index["entries"][0]["key"], j["key"]) << "the manifest states the same job";
+  auto names = index["entries"][0]["images"][0]["lowered_names"];
+  EXPECT_EQ(names["scale_half"], j["images"][0]["lowered_names"]["scale_half"]);
 }
 
 class SourceTimeout : public Source {

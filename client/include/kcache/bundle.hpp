@@ -29,6 +29,7 @@ struct BundleImage {
   std::string sha256;
   std::string file;  // relative to the bundle folder
   std::vector<std::string> kernels;
+  std::vector<std::pair<std::string, std::string>> lowered_names;  // CUDA C++: (name expression, lowered)
 };
 
 struct BundleEntry {

@@ -35,6 +35,14 @@ struct ManifestModule {
   std::string cpu;
   HostGuard host_runtime = HostGuard::reject;
   std::vector<ImageKind> emit;  // empty: the side's default
+  // CUDA C++ modules (format "cu", or a path ending in .cu): as `kcache compile -I -D -U --std
+  // --name-expr -X`. include_dirs are relative to the manifest's folder unless absolute.
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> defines;
+  std::vector<std::string> undefines;
+  std::string std;
+  std::vector<std::string> name_expressions;
+  std::vector<std::string> nvrtc_options;
 };
 
 struct Manifest {
