@@ -1,7 +1,5 @@
 #include "compile/nvjitlink.hpp"
 
-#include <dlfcn.h>
-
 namespace kcache::server {
 namespace {
 
@@ -29,20 +27,11 @@ struct NvJitLink::Api {
 };
 
 std::shared_ptr<const NvJitLink> NvJitLink::open(const std::filesystem::path& cuda_root) {
-  std::filesystem::path path = cuda_root / "lib64" / "libnvJitLink.so";
-  // RTLD_NODELETE: the library stays mapped after dlclose. It carries its own static C++ runtime,
-  // whose allocations would otherwise outlive their code (and read as leaks to LeakSanitizer).
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (library == nullptr) return nullptr;
   std::shared_ptr<NvJitLink> self(new NvJitLink());
-  self->m_library = library;
+  self->m_library = std::make_unique<DynamicLibrary>(cuda_root / "lib64" / "libnvJitLink.so");
   self->m_api = std::make_unique<Api>();
   Api& api = *self->m_api;
-  bool complete = true;
-  auto bind = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library, name));
-    complete = complete && fn != nullptr;
-  };
+  auto bind = [&](auto& fn, const char* name) { self->m_library->bind(fn, name); };
   bind(api.create, "nvJitLinkCreate");
   bind(api.destroy, "nvJitLinkDestroy");
   bind(api.add_data, "nvJitLinkAddData");
@@ -56,13 +45,9 @@ std::shared_ptr<const NvJitLink> NvJitLink::open(const std::filesystem::path& cu
   bind(api.info_log, "nvJitLinkGetInfoLog");
   bind(api.version, "nvJitLinkVersion");
   unsigned major = 0, minor = 0;
-  if (!complete || api.version(&major, &minor) != 0) return nullptr;
+  if (!self->m_library->complete() || api.version(&major, &minor) != 0) return nullptr;
   self->m_version = std::to_string(major) + "." + std::to_string(minor);
   return self;
-}
-
-NvJitLink::~NvJitLink() {
-  if (m_library != nullptr) dlclose(m_library);
 }
 
 Expected<NvJitLink::Result> NvJitLink::assemble(const std::vector<std::string_view>& ptx, const std::string& arch,

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compile/dynamic_library.hpp"
 #include "kcache/expected.hpp"
 
 namespace kcache::server {
@@ -16,7 +17,6 @@ class NvJitLink {
  public:
   // Opens lib64/libnvJitLink.so under the toolkit; nullptr when absent or unusable.
   static std::shared_ptr<const NvJitLink> open(const std::filesystem::path& cuda_root);
-  ~NvJitLink();
   NvJitLink(const NvJitLink&) = delete;
   NvJitLink& operator=(const NvJitLink&) = delete;
 
@@ -37,7 +37,7 @@ class NvJitLink {
  private:
   NvJitLink() = default;
   struct Api;
-  void* m_library = nullptr;
+  std::unique_ptr<DynamicLibrary> m_library;
   std::unique_ptr<Api> m_api;
   std::string m_version;
 };

@@ -1,7 +1,5 @@
 #include "compile/nvrtc.hpp"
 
-#include <dlfcn.h>
-
 #include <sstream>
 
 namespace kcache::server {
@@ -42,19 +40,11 @@ struct Nvrtc::Api {
 };
 
 std::shared_ptr<const Nvrtc> Nvrtc::open(const std::filesystem::path& cuda_root) {
-  std::filesystem::path path = cuda_root / "lib64" / "libnvrtc.so";
-  // RTLD_NODELETE for the reason nvJitLink has it: its static C++ runtime outlives dlclose.
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (library == nullptr) return nullptr;
   std::shared_ptr<Nvrtc> self(new Nvrtc());
-  self->m_library = library;
+  self->m_library = std::make_unique<DynamicLibrary>(cuda_root / "lib64" / "libnvrtc.so");
   self->m_api = std::make_unique<Api>();
   Api& api = *self->m_api;
-  bool complete = true;
-  auto bind = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library, name));
-    complete = complete && fn != nullptr;
-  };
+  auto bind = [&](auto& fn, const char* name) { self->m_library->bind(fn, name); };
   bind(api.error_string, "nvrtcGetErrorString");
   bind(api.version, "nvrtcVersion");
   bind(api.create, "nvrtcCreateProgram");
@@ -71,13 +61,9 @@ std::shared_ptr<const Nvrtc> Nvrtc::open(const std::filesystem::path& cuda_root)
   bind(api.add_name, "nvrtcAddNameExpression");
   bind(api.lowered_name, "nvrtcGetLoweredName");
   int major = 0, minor = 0;
-  if (!complete || api.version(&major, &minor) != 0) return nullptr;
+  if (!self->m_library->complete() || api.version(&major, &minor) != 0) return nullptr;
   self->m_version = std::to_string(major) + "." + std::to_string(minor);
   return self;
-}
-
-Nvrtc::~Nvrtc() {
-  if (m_library != nullptr) dlclose(m_library);
 }
 
 Expected<Nvrtc::Output> Nvrtc::compile(const Program& program, ErrorCode failure_code) const {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "compile/dynamic_library.hpp"
 #include "kcache/expected.hpp"
 
 namespace kcache::server {
@@ -18,7 +19,6 @@ class Nvrtc {
  public:
   // Opens lib64/libnvrtc.so under the toolkit; nullptr when absent or unusable.
   static std::shared_ptr<const Nvrtc> open(const std::filesystem::path& cuda_root);
-  ~Nvrtc();
   Nvrtc(const Nvrtc&) = delete;
   Nvrtc& operator=(const Nvrtc&) = delete;
 
@@ -45,7 +45,7 @@ class Nvrtc {
  private:
   Nvrtc() = default;
   struct Api;
-  void* m_library = nullptr;
+  std::unique_ptr<DynamicLibrary> m_library;
   std::unique_ptr<Api> m_api;
   std::string m_version;
 };
