@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   spec.options.guard = (data[0] & 2) != 0 ? kcache::HostGuard::stub : kcache::HostGuard::reject;
   const kcache::server::Toolchain& t = g_compiler->toolchain();
   if (!kcache::canonicalize(spec, t.host_triple)) return 0;
-  kcache::server::CompileJob job{spec, {module}, {}, std::chrono::steady_clock::time_point::max()};
+  kcache::server::CompileJob job{spec, {module}, {}};
   auto images = kcache::plan_images(spec, {"sm_80"},
                                     {spec.format == kcache::InputFormat::ptx ? kcache::ImageKind::cubin
                                                                              : kcache::ImageKind::ptx});
