@@ -74,7 +74,7 @@ def load_library(path=None):
     """libkcache.so: `path`, else $KCACHE_LIBRARY, else beside this file, else the search path."""
     candidates = [path, os.environ.get("KCACHE_LIBRARY"), str(Path(__file__).with_name("libkcache.so")),
                   "libkcache.so"]
-    last = None
+    failures = []
     for c in candidates:
         if not c or (os.sep in c and not os.path.exists(c)):
             continue
@@ -82,9 +82,9 @@ def load_library(path=None):
             lib = ctypes.CDLL(c)
             break
         except OSError as e:
-            last = e
+            failures.append(str(e))
     else:
-        raise Error(9, f"cannot load libkcache.so (set KCACHE_LIBRARY to its path): {last}")
+        raise Error(9, "cannot load libkcache.so (set KCACHE_LIBRARY to its path): " + "; ".join(failures))
     vp, sz, cp, i = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int
     sigs = {
         "kcache_job_init_size": (None, [ctypes.POINTER(_Job), sz]),
