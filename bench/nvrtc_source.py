@@ -21,7 +21,7 @@ faster than NVRTC, the miss at most 1.1x NVRTC.
 
 Writes bench/results/nvrtc_source.{md,csv}. Usage: bench/nvrtc_source.py [build-dir] [--self-test]
 (--self-test: the NVRTC and nvcc measures only, no kcached, nothing written).
-Knobs: ROUNDS (5), KCACHE_BENCH_OUT for the folder, CUDA_ROOT (/usr/local/cuda), KCACHE_BENCH_NVRTC
+Knobs: ROUNDS (9), KCACHE_BENCH_OUT for the folder, CUDA_ROOT (/usr/local/cuda), KCACHE_BENCH_NVRTC
 for the harness (else BUILD/bench/kcache_bench_nvrtc), KCACHE_BENCH_SOURCE for the libkcache
 one (else BUILD/bench/kcache_bench_source), KCACHE_BENCH_NAME_EXPR=1 to look the
 kernels up by name expression (nvrtcAddNameExpression; `kcache compile --name-expr`) as CuPy's
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARGS = [a for a in sys.argv[1:] if a != "--self-test"]
 SELF_TEST = "--self-test" in sys.argv[1:]
 BUILD = Path(ARGS[0] if ARGS else ROOT / "build").resolve()
-ROUNDS = int(os.environ.get("ROUNDS", "5"))
+ROUNDS = int(os.environ.get("ROUNDS", "9"))
 OUT = Path(os.environ.get("KCACHE_BENCH_OUT", ROOT / "bench" / "results"))
 CUDA = Path(os.environ.get("CUDA_ROOT", "/usr/local/cuda"))
 KCACHED = BUILD / "server" / "kcached"
