@@ -123,9 +123,9 @@ class Daemon:
         run([KCACHE, "--server", self.server, "health"])
         self.startup = time.perf_counter() - start
 
-    def compile(self, files, archs, out_dir):
+    def compile(self, files, archs, out_dir, emit="ptx,cubin"):
         start = time.perf_counter()
-        run([KCACHE, "--server", self.server, "compile", *files, "--arch", ",".join(archs), "--emit", "ptx,cubin",
+        run([KCACHE, "--server", self.server, "compile", *files, "--arch", ",".join(archs), "--emit", emit,
              "--out-dir", out_dir])
         return time.perf_counter() - start
 

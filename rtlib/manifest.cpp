@@ -19,6 +19,8 @@ constexpr std::array k_functions = {
 
 extern const unsigned char kcache_rtlib_bitcode[];
 extern const std::size_t kcache_rtlib_bitcode_size;
+extern const unsigned char kcache_rtlib_amdgcn_bitcode[];
+extern const std::size_t kcache_rtlib_amdgcn_bitcode_size;
 
 namespace kcache::rtlib {
 
@@ -27,6 +29,12 @@ std::span<const RuntimeFunction> runtime_functions() { return k_functions; }
 std::string_view device_bitcode() {
   return {reinterpret_cast<const char*>(kcache_rtlib_bitcode), kcache_rtlib_bitcode_size};
 }
+
+std::string_view amdgcn_bitcode() {
+  return {reinterpret_cast<const char*>(kcache_rtlib_amdgcn_bitcode), kcache_rtlib_amdgcn_bitcode_size};
+}
+
+std::span<const std::string_view> amdgcn_missing() { return {}; }
 
 std::span<const std::string_view> cxx_abi_functions() {
   static constexpr std::array<std::string_view, 2> k_names = {"__cxa_pure_virtual", "__cxa_deleted_virtual"};
@@ -67,6 +75,8 @@ const std::string& rtlib_digest() {
       }
     }
     h.update(device_bitcode());
+    h.update(std::string_view("\0", 1));
+    h.update(amdgcn_bitcode());
     return to_hex(h.finish());
   }();
   return digest;
@@ -74,6 +84,7 @@ const std::string& rtlib_digest() {
 
 bool is_device_only_symbol(std::string_view name) {
   if (name.starts_with("gpu_") || name.starts_with("llvm.nvvm.") || name.starts_with("llvm.amdgcn.")) return true;
+  if (name.starts_with("__ocml_") || name.starts_with("__ockl_") || name.starts_with("__oclc_")) return true;
   for (const RuntimeFunction& f : k_functions) {
     if (f.name == name) return true;
   }

@@ -17,6 +17,7 @@ struct KernelInfo {
   std::uint64_t local_bytes = 0;
   std::uint32_t spill_stores = 0;
   std::uint32_t spill_loads = 0;
+  std::uint32_t sgprs = 0;  // AMD: scalar registers per wave (registers holds the vector ones)
   bool operator==(const KernelInfo&) const = default;
 };
 

@@ -17,6 +17,7 @@ void to_proto(const ImageMeta& meta, v1::Image& out) {
     info->set_local_bytes(k.local_bytes);
     info->set_spill_stores(k.spill_stores);
     info->set_spill_loads(k.spill_loads);
+    info->set_sgprs(k.sgprs);
   }
   for (const std::string& s : meta.stubbed) out.add_stubbed(s);
   for (const auto& [expression, lowered] : meta.lowered_names) {
@@ -40,7 +41,7 @@ Expected<Image> image_from_proto(v1::Image&& proto) {
   }
   for (const v1::KernelInfo& k : proto.kernels()) {
     image.meta.kernels.push_back(
-        {k.name(), k.registers(), k.shared_bytes(), k.local_bytes(), k.spill_stores(), k.spill_loads()});
+        {k.name(), k.registers(), k.shared_bytes(), k.local_bytes(), k.spill_stores(), k.spill_loads(), k.sgprs()});
   }
   image.meta.stubbed.assign(proto.stubbed().begin(), proto.stubbed().end());
   for (const v1::LoweredName& n : proto.lowered_names()) image.meta.lowered_names.emplace_back(n.expression(), n.lowered());

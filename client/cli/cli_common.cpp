@@ -49,9 +49,12 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--side", side, "device or host")->check(CLI::IsMember({"device", "host"}))->capture_default_str();
   cmd.add_option("--format", format, "bc, ll, ptx or cu (default: cu for a .cu file, else inferred from its bytes)")
       ->check(CLI::IsMember({"bc", "ll", "ptx", "cu"}));
-  cmd.add_option("--target", target, "Target triple (default: the side's)");
-  cmd.add_option("--arch", archs, "GPU archs, comma-separated: sm_80,sm_90")->delimiter(',');
-  cmd.add_option("--emit", emit, "Image kinds, comma-separated: ptx,cubin (device) or obj (host)")->delimiter(',');
+  cmd.add_option("--target", target,
+                 "Target triple (default: the side's; amdgcn-amd-amdhsa when every arch is an AMD gfx one)");
+  cmd.add_option("--arch", archs,
+                 "GPU archs, comma-separated: sm_80,sm_90, or AMD target IDs gfx90a,gfx942:sramecc+:xnack-,gfx1100")
+      ->delimiter(',');
+  cmd.add_option("--emit", emit, "Image kinds, comma-separated: ptx,cubin (NVIDIA), hsaco,amdgcn (AMD) or obj (host)")->delimiter(',');
   cmd.add_option("-O", opt_level, "Optimisation level 0..3")->check(CLI::Range(0u, 3u))->capture_default_str();
   cmd.add_flag("-g,--debug", debug, "Keep full debug info");
   cmd.add_flag("--lineinfo", lineinfo, "Keep line tables only");
@@ -96,6 +99,7 @@ JobInput JobFlags::read() const {
   }
   spec.side = *parse_side(side);
   spec.target = target;
+  if (spec.side == Side::device && spec.target.empty()) spec.target = implied_device_target(archs);
   spec.options.opt_level = opt_level;
   spec.options.debug_info = debug;
   spec.options.lineinfo = lineinfo;
@@ -132,7 +136,7 @@ std::vector<ImageKind> JobFlags::kinds() const {
   std::vector<ImageKind> out;
   for (const std::string& e : emit) {
     auto kind = parse_kind(e);
-    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin, ltoir or obj)");
+    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin, ltoir, hsaco, amdgcn or obj)");
     out.push_back(*kind);
   }
   return out;

@@ -65,9 +65,11 @@ json image_json(const v1::Image& image, const std::string& path) {
   if (image.kernels_size() > 0) {
     json kernels = json::array();
     for (const v1::KernelInfo& k : image.kernels()) {
-      kernels.push_back({{"name", k.name()}, {"registers", k.registers()}, {"shared_bytes", k.shared_bytes()},
-                         {"local_bytes", k.local_bytes()}, {"spill_stores", k.spill_stores()},
-                         {"spill_loads", k.spill_loads()}});
+      json kernel = {{"name", k.name()}, {"registers", k.registers()}, {"shared_bytes", k.shared_bytes()},
+                     {"local_bytes", k.local_bytes()}, {"spill_stores", k.spill_stores()},
+                     {"spill_loads", k.spill_loads()}};
+      if (k.sgprs() != 0) kernel["sgprs"] = k.sgprs();  // AMD: registers are VGPRs, these SGPRs
+      kernels.push_back(std::move(kernel));
     }
     j["kernels"] = kernels;
   }

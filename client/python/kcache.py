@@ -24,8 +24,8 @@ from pathlib import Path
 
 __all__ = ["Client", "Error", "Image", "Images", "load_library"]
 
-_KINDS = {"any": 0, "ptx": 1, "cubin": 2, "obj": 3, "object": 3, "ltoir": 4}
-_KIND_NAMES = {1: "ptx", 2: "cubin", 3: "obj", 4: "ltoir"}
+_KINDS = {"any": 0, "ptx": 1, "cubin": 2, "obj": 3, "object": 3, "ltoir": 4, "hsaco": 5, "amdgcn": 6}
+_KIND_NAMES = {1: "ptx", 2: "cubin", 3: "obj", 4: "ltoir", 5: "hsaco", 6: "amdgcn"}
 _FORMATS = {"infer": 0, "bc": 1, "ll": 2, "ptx": 3, "cu": 4}
 _SIDES = {"device": 1, "host": 2}
 DRIVER_THIS_MACHINE = 0
@@ -191,7 +191,7 @@ class Client:
         keep += [arr, enc]
         unknown = [k for k in kinds if k not in _KINDS]
         if unknown:
-            raise Error(3, f"unknown image kind {unknown[0]!r}: use ptx, cubin, ltoir or obj")
+            raise Error(3, f"unknown image kind {unknown[0]!r}: use ptx, cubin, ltoir, hsaco, amdgcn or obj")
         kind_arr = (ctypes.c_int * len(kinds))(*[_KINDS[k] for k in kinds])
         job.kinds, job.kind_count = kind_arr, len(kinds)
         keep.append(kind_arr)
@@ -249,7 +249,7 @@ class Client:
         """The best stored image of `key` for a device of `arch` (sm_90), restricted to `kind` unless
         "any"; an LTO-IR image only when asked for by kind. Raises Error(5) when there is none."""
         if kind not in _KINDS:
-            raise Error(3, f"unknown image kind {kind!r}: use ptx, cubin, ltoir or obj")
+            raise Error(3, f"unknown image kind {kind!r}: use ptx, cubin, ltoir, hsaco, amdgcn or obj")
         image = ctypes.c_void_p()
         self._check(self._lib.kcache_fetch(self._handle, key.encode(), arch.encode(), _SIDES[side], _KINDS[kind],
                                            ctypes.byref(image)))

@@ -53,7 +53,7 @@ namespace {
 using namespace json_fields;
 
 constexpr std::string_view k_sides = "\"device\", \"host\"";
-constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"obj\"";
+constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"hsaco\", \"amdgcn\", \"obj\"";
 
 // Image files of a bundle are images/NAME, as `kcache precompile` writes them: no other folder,
 // no "..", no NUL, so an index can never name a file outside the bundle.
@@ -69,9 +69,11 @@ BundleImage image_from(const json& im, const std::string& at, Side side) {
   require_object(im, at, std::nullopt);
   BundleImage out;
   out.id.arch = string_value(required(im, at, "arch"), child(at, "arch"), true, k_max_file_name_part);
-  bool arch_ok = side == Side::device ? parse_sm_arch(out.id.arch).has_value() : is_safe_file_name_part(out.id.arch);
+  bool arch_ok = side == Side::device ? is_device_arch(out.id.arch) : is_safe_file_name_part(out.id.arch);
   if (!arch_ok) {
-    expected(child(at, "arch"), side == Side::device ? "an SM arch such as \"sm_90\"" : "a CPU arch such as \"x86_64\"",
+    expected(child(at, "arch"),
+             side == Side::device ? "an SM arch such as \"sm_90\" or an AMD target ID such as \"gfx90a:xnack-\""
+                                  : "a CPU arch such as \"x86_64\"",
              im.at("arch"));
   }
   out.id.kind = enum_value(required(im, at, "kind"), child(at, "kind"), parse_kind, k_kinds);

@@ -263,7 +263,12 @@ auto Client::with_retries(Call call) -> decltype(call()) {
 }
 
 Expected<FetchedImage> Client::fetch_or_compile(const v1::CompileRequest& request, const std::string& device_arch) {
-  auto key = with_retries([&] { return compute_key(request); });
+  // The device's arch joins the job's archs before the key is computed: archs name images under
+  // a key, not the key, but an AMD target ID (gfx...) implies the job's target triple.
+  v1::CompileRequest compile_request = request;
+  bool has_arch = std::find(request.archs().begin(), request.archs().end(), device_arch) != request.archs().end();
+  if (!has_arch && request.side() != v1::SIDE_HOST) compile_request.add_archs(device_arch);
+  auto key = with_retries([&] { return compute_key(compile_request); });
   if (!key) return key.error();
   v1::FetchRequest fetch_request;
   fetch_request.set_key(key->hex());
@@ -273,9 +278,6 @@ Expected<FetchedImage> Client::fetch_or_compile(const v1::CompileRequest& reques
   auto fetched = with_retries([&] { return fetch(fetch_request); });
   if (fetched || fetched.error().code != ErrorCode::k_not_found) return fetched;
 
-  v1::CompileRequest compile_request = request;
-  bool has_arch = std::find(request.archs().begin(), request.archs().end(), device_arch) != request.archs().end();
-  if (!has_arch && request.side() != v1::SIDE_HOST) compile_request.add_archs(device_arch);
   compile_request.set_digests_only(true);
   auto compiled = with_retries([&] { return compile(compile_request); });
   if (!compiled) return compiled.error();

@@ -8,7 +8,7 @@ namespace {
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '+' || c == '-';
+         c == '+' || c == '-' || c == ':';  // ':' for AMD target IDs: gfx90a:xnack-.hsaco, as ROCm names them
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ Expected<void> check_file_name_part(std::string_view what, std::string_view part
   if (is_safe_file_name_part(part)) return {};
   return make_error(ErrorCode::k_invalid_argument,
                     std::string(what) + " " + quote_for_message(part) +
-                        " is not a safe file name (1 to 128 characters from A-Z a-z 0-9 _ . + -, not starting with "
+                        " is not a safe file name (1 to 128 characters from A-Z a-z 0-9 _ . + - :, not starting with "
                         "'.' or '-', no \"..\"): refusing to write it");
 }
 

@@ -41,7 +41,7 @@ using namespace json_fields;
 
 constexpr std::string_view k_sides = "\"device\", \"host\"";
 constexpr std::string_view k_formats = "\"bc\", \"ll\", \"ptx\", \"cu\"";
-constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"obj\"";
+constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"hsaco\", \"amdgcn\", \"obj\"";
 constexpr std::string_view k_stds = "\"c++03\", \"c++11\", \"c++14\", \"c++17\", \"c++20\"";
 
 std::optional<std::string> parse_std(std::string_view name) {
@@ -111,7 +111,10 @@ Manifest manifest_from(const json& doc) {
   Manifest out;
   out.archs = strings_field(doc, "", "archs", k_max_manifest_archs);
   for (std::size_t i = 0; i < out.archs.size(); ++i) {
-    if (!parse_sm_arch(out.archs[i])) expected(element("archs", i), "an SM arch such as \"sm_90\"", doc.at("archs")[i]);
+    if (!is_device_arch(out.archs[i])) {
+      expected(element("archs", i), "an SM arch such as \"sm_90\" or an AMD target ID such as \"gfx90a\"",
+               doc.at("archs")[i]);
+    }
   }
   const json& modules = array_value(required(doc, "", "modules"), "modules", k_max_manifest_modules);
   if (modules.empty()) invalid("modules", "empty: list at least one module");

@@ -1,5 +1,7 @@
 #include "kcache/job.hpp"
 
+#include "kcache/amd_target.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -39,21 +41,40 @@ std::string_view kind_name(ImageKind kind) {
     case ImageKind::cubin: return "cubin";
     case ImageKind::object: return "obj";
     case ImageKind::ltoir: return "ltoir";
+    case ImageKind::hsaco: return "hsaco";
+    case ImageKind::amdgcn: return "amdgcn";
   }
   return "?";
 }
 
-std::string_view kind_extension(ImageKind kind) { return kind == ImageKind::object ? "o" : kind_name(kind); }
+std::string_view kind_extension(ImageKind kind) {
+  if (kind == ImageKind::object) return "o";
+  if (kind == ImageKind::amdgcn) return "s";
+  return kind_name(kind);
+}
 
 std::optional<ImageKind> parse_kind(std::string_view name) {
   if (name == "ptx") return ImageKind::ptx;
   if (name == "cubin") return ImageKind::cubin;
   if (name == "obj" || name == "o" || name == "object") return ImageKind::object;
   if (name == "ltoir") return ImageKind::ltoir;
+  if (name == "hsaco") return ImageKind::hsaco;
+  if (name == "amdgcn") return ImageKind::amdgcn;
   return std::nullopt;
 }
 
 Side kind_side(ImageKind kind) { return kind == ImageKind::object ? Side::host : Side::device; }
+
+bool is_amd_kind(ImageKind kind) { return kind == ImageKind::hsaco || kind == ImageKind::amdgcn; }
+
+std::string implied_device_target(const std::vector<std::string>& archs) {
+  if (archs.empty() || !std::all_of(archs.begin(), archs.end(), [](const std::string& a) { return is_amd_arch(a); })) {
+    return {};
+  }
+  return std::string(k_amd_device_triple);
+}
+
+bool targets_amd(const JobSpec& spec) { return spec.side == Side::device && spec.target == k_amd_device_triple; }
 
 bool JobSpec::is_source() const { return format == InputFormat::cuda_cpp; }
 
@@ -94,6 +115,10 @@ std::optional<SmArch> parse_sm_arch(std::string_view text) {
   arch.minor = number % 10;
   if (arch.major == 0) return std::nullopt;
   return arch;
+}
+
+bool is_device_arch(std::string_view text) {
+  return parse_sm_arch(text).has_value() || (is_amd_arch(text) && static_cast<bool>(parse_amd_target(text)));
 }
 
 std::string triple_arch(std::string_view triple) {
@@ -338,9 +363,25 @@ Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
   }
   if (spec.target.empty()) spec.target = spec.side == Side::device ? std::string(k_device_triple) : std::string(host_triple);
   bool device_triple = spec.target.starts_with("nvptx") || spec.target.starts_with("amdgcn");
-  if (spec.side == Side::device && !spec.target.starts_with("nvptx64")) {
-    return make_error(ErrorCode::k_invalid_argument, "device jobs target " + std::string(k_device_triple) + "; '" +
-                                                         spec.target + "' is not an NVPTX triple (host code goes with side host)");
+  if (spec.side == Side::device && !spec.target.starts_with("nvptx64") && spec.target != k_amd_device_triple) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "device jobs target " + std::string(k_device_triple) + " or " + std::string(k_amd_device_triple) +
+                          "; '" + spec.target + "' is neither (host code goes with side host)");
+  }
+  if (targets_amd(spec)) {
+    if (spec.format != InputFormat::llvm_bitcode && spec.format != InputFormat::llvm_text) {
+      return make_error(ErrorCode::k_invalid_argument, std::string(format_name(spec.format)) +
+                                                           " is NVIDIA's; AMD jobs (gfx archs) take LLVM IR (bc or ll)");
+    }
+    for (InputFormat f : spec.linked_formats) {
+      if (f == InputFormat::ptx) {
+        return make_error(ErrorCode::k_invalid_argument, "a linked module is PTX, which is NVIDIA's; AMD jobs link LLVM IR");
+      }
+    }
+    if (spec.ptx_isa_cap != 0) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "driver_version names a CUDA driver; AMD jobs (gfx archs) take none: leave it out");
+    }
   }
   if (spec.side == Side::host && device_triple) {
     return make_error(ErrorCode::k_invalid_argument,
@@ -369,11 +410,25 @@ std::vector<ImageRequest> ptx_in_place_of_cubins(const std::vector<ImageRequest>
 Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::vector<std::string>& archs,
                                                 const std::vector<ImageKind>& kinds) {
   std::vector<ImageRequest> out;
+  if (spec.side == Side::device) {
+    auto amd = std::count_if(archs.begin(), archs.end(), [](const std::string& a) { return is_amd_arch(a); });
+    if (amd != 0 && static_cast<std::size_t>(amd) != archs.size()) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "the archs name both AMD (gfx...) and NVIDIA GPUs: send NVIDIA and AMD archs in separate jobs");
+    }
+  }
   for (ImageKind kind : kinds) {
     if (kind_side(kind) != spec.side) {
       return make_error(ErrorCode::k_invalid_argument,
                         std::string("image kind '") + std::string(kind_name(kind)) + "' is not produced by " +
                             std::string(side_name(spec.side)) + " jobs: device jobs emit ptx or cubin, host jobs obj");
+    }
+    if (spec.side == Side::device && is_amd_kind(kind) != targets_amd(spec)) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        targets_amd(spec) ? "image kind '" + std::string(kind_name(kind)) +
+                                                "' is NVIDIA's; AMD jobs (gfx archs) emit hsaco or amdgcn"
+                                          : "image kind '" + std::string(kind_name(kind)) +
+                                                "' is AMD's: name AMD target IDs as archs (e.g. gfx90a), with no sm arch");
     }
     if (kind == ImageKind::ltoir && !spec.is_source()) {
       return make_error(ErrorCode::k_invalid_argument,
@@ -391,8 +446,31 @@ Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::
   if (archs.empty()) {
     return make_error(ErrorCode::k_invalid_argument, "no arch given: a device job names at least one GPU arch, e.g. sm_80");
   }
+  if (targets_amd(spec)) {
+    std::vector<ImageKind> wanted = kinds.empty() ? std::vector<ImageKind>{ImageKind::hsaco} : kinds;
+    for (const std::string& arch : archs) {
+      if (!is_amd_arch(arch)) {
+        return make_error(ErrorCode::k_invalid_argument,
+                          "arch '" + arch + "' is not an AMD target ID, and this job targets " +
+                              std::string(k_amd_device_triple) + ": send NVIDIA and AMD archs in separate jobs");
+      }
+      auto target = parse_amd_target(arch);
+      if (!target) return target.error();
+      for (ImageKind kind : wanted) {
+        ImageRequest r{target->str(), kind};
+        if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(std::move(r));
+      }
+    }
+    return out;
+  }
   std::vector<ImageKind> wanted = kinds.empty() ? std::vector<ImageKind>{ImageKind::ptx} : kinds;
   for (const std::string& arch : archs) {
+    if (is_amd_arch(arch)) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "arch '" + arch + "' is an AMD GPU, and this job targets " + spec.target +
+                            ": send NVIDIA and AMD archs in separate jobs (an AMD job's target is " +
+                            std::string(k_amd_device_triple) + ", implied when every arch is a gfx one)");
+    }
     auto parsed = parse_sm_arch(arch);
     if (!parsed) {
       return make_error(ErrorCode::k_invalid_argument,

@@ -52,13 +52,41 @@ std::optional<Selection> select_image(std::span<const ImageRequest> candidates, 
   return std::nullopt;
 }
 
+std::optional<Selection> select_amd_image(std::span<const ImageRequest> candidates, const AmdTarget& device,
+                                          std::optional<ImageKind> only_kind) {
+  if (only_kind == ImageKind::amdgcn) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (candidates[i].kind == ImageKind::amdgcn && candidates[i].arch == device.str()) return Selection{i, false};
+    }
+    return std::nullopt;
+  }
+  if (only_kind && only_kind != ImageKind::hsaco) return std::nullopt;
+  Best best;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].kind != ImageKind::hsaco) continue;
+    auto image = parse_amd_target(candidates[i].arch);
+    if (!image || !amd_image_runs_on(*image, device)) continue;
+    int specified = (image->xnack != FeatureSetting::any ? 1 : 0) + (image->sramecc != FeatureSetting::any ? 1 : 0);
+    int rank = image->processor == device.processor ? 10 + specified : specified;  // the generic target below
+    if (*image == device) rank = 100;
+    best.offer(i, rank);
+  }
+  if (best.index) return Selection{*best.index, false};
+  return std::nullopt;
+}
+
 Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
                                                    const std::string& arch, std::optional<ImageKind> only_kind,
                                                    const Loadable& loadable) {
+  if (side == Side::device && is_amd_arch(arch)) {
+    auto device = parse_amd_target(arch);
+    if (!device) return device.error();
+    return select_amd_image(candidates, *device, only_kind);
+  }
   if (side == Side::device) {
     auto device = parse_sm_arch(arch);
     if (!device) {
-      return make_error(ErrorCode::k_invalid_argument, "'" + arch + "' is not a GPU arch: name the device's, e.g. sm_90");
+      return make_error(ErrorCode::k_invalid_argument, "'" + arch + "' is not a GPU arch: name the device's, e.g. sm_90 or gfx90a:xnack-");
     }
     return select_image(candidates, *device, only_kind, loadable);
   }

@@ -14,6 +14,8 @@ std::optional<ImageKind> from_proto(v1::ImageKind kind) {
     case v1::KIND_CUBIN: return ImageKind::cubin;
     case v1::KIND_OBJECT: return ImageKind::object;
     case v1::KIND_LTOIR: return ImageKind::ltoir;
+    case v1::KIND_HSACO: return ImageKind::hsaco;
+    case v1::KIND_AMDGCN: return ImageKind::amdgcn;
     default: return std::nullopt;
   }
 }
@@ -24,6 +26,8 @@ v1::ImageKind to_proto(ImageKind kind) {
     case ImageKind::cubin: return v1::KIND_CUBIN;
     case ImageKind::object: return v1::KIND_OBJECT;
     case ImageKind::ltoir: return v1::KIND_LTOIR;
+    case ImageKind::hsaco: return v1::KIND_HSACO;
+    case ImageKind::amdgcn: return v1::KIND_AMDGCN;
   }
   return v1::KIND_UNSPECIFIED;
 }
@@ -69,6 +73,9 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
     spec.linked_formats.push_back(*f);
   }
   spec.target = request.target();
+  if (spec.side == Side::device && spec.target.empty()) {
+    spec.target = implied_device_target({request.archs().begin(), request.archs().end()});
+  }
   const v1::CompileOptions& o = request.options();
   spec.options.opt_level = o.has_opt_level() ? o.opt_level() : 2;
   spec.options.debug_info = o.debug_info();
@@ -96,7 +103,8 @@ Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& req
     auto kind = from_proto(static_cast<v1::ImageKind>(k));
     if (!kind) {
       return make_error(ErrorCode::k_invalid_argument,
-                        "unknown image kind " + std::to_string(k) + " in emit: use PTX, CUBIN, LTOIR or OBJECT");
+                        "unknown image kind " + std::to_string(k) +
+                                                           " in emit: use PTX, CUBIN, LTOIR, HSACO, AMDGCN or OBJECT");
     }
     kinds.push_back(*kind);
   }

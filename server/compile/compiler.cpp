@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "compile/amdgpu_pipeline.hpp"
 #include "compile/device_pipeline.hpp"
 #include "compile/host_pipeline.hpp"
 #include "compile/source_pipeline.hpp"
@@ -19,6 +20,21 @@ Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<
   if (spec.side == Side::host) {
     if (spec.format == InputFormat::ptx) {
       return make_error(ErrorCode::k_invalid_argument, "PTX is device code: send it with side device");
+    }
+    return {};
+  }
+  if (targets_amd(spec)) {
+    if (!m_toolchain.amdgpu_present) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "AMD jobs need LLVM's AMDGPU backend, and the LLVM " + m_toolchain.llvm_version +
+                            " this kcached links has none");
+    }
+    for (const ImageRequest& want : images) {
+      if (want.kind == ImageKind::hsaco && m_toolchain.lld.empty()) {
+        return make_error(ErrorCode::k_failed_precondition,
+                          "hsaco needs ld.lld to link the code object, and this kcached found none (install lld-22); "
+                          "ask for amdgcn assembly instead");
+      }
     }
     return {};
   }
@@ -118,6 +134,7 @@ Expected<CompileOutput> merge_parts(const CompileJob& job, std::vector<Expected<
 Expected<CompileOutput> Compiler::compile(const CompileJob& job) const {
   if (auto supported = check_supported(job.spec, job.images); !supported) return supported.error();
   if (job.spec.side == Side::host) return compile_host(m_toolchain, job);
+  if (targets_amd(job.spec)) return compile_amdgpu(m_toolchain, job);
   if (job.spec.is_source()) return compile_source(m_toolchain, job);
   return compile_device(m_toolchain, job);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,5 +61,14 @@ class Compiler {
 // found by fuzz/module_fuzzer) to its bad-alloc handler, which aborts by default. This one throws
 // std::bad_alloc instead, which a worker turns into RESOURCE_EXHAUSTED and a fresh worker.
 void throw_bad_alloc_from_llvm();
+
+// LLVM stops on what a target cannot do with a fatal error (SelectionDAG's "Cannot select" for an
+// intrinsic of another GPU generation, such as MFMA on gfx1100), which exits the process by
+// default. This handler throws LlvmFatalError instead: the worker answers INVALID_ARGUMENT with
+// LLVM's words and leaves for a fresh worker, since LLVM's state after it is undefined.
+struct LlvmFatalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+void throw_fatal_errors_from_llvm();
 
 }  // namespace kcache::server

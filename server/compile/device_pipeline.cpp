@@ -81,75 +81,11 @@ std::set<std::string> kernel_names(const llvm::Module& m) {
   return out;
 }
 
-std::string users_text(const llvm::GlobalValue& gv) {
-  auto users = users_of(gv);
-  return users.empty() ? "unused" : "used by " + join(users, ", ");
-}
-
-const rtlib::RuntimeFunction* runtime_function(std::string_view name) {
-  for (const rtlib::RuntimeFunction& f : rtlib::runtime_functions()) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
-
-// Checks every reference to a runtime function against the manifest, before linking: GPUCompiler
-// said only "Invalid return type for runtime function 'box_bool'"; this says which declaration,
-// what rtlib expects, and who made the call. Returns whether rtlib is needed (a runtime function,
-// or a C++ ABI function rtlib defines, such as __cxa_pure_virtual from a vtable).
-Expected<bool> check_runtime_references(const llvm::Module& m) {
-  bool needed = false;
-  for (const llvm::Function& f : m) {
-    std::string name = f.getName().str();
-    if (!name.starts_with("gpu_")) {
-      needed = needed || (f.isDeclaration() && !f.use_empty() && rtlib::provider_of(name) == rtlib::Provider::rtlib);
-      continue;
-    }
-    const rtlib::RuntimeFunction* rf = runtime_function(name);
-    if (rf == nullptr) {
-      std::vector<std::string> known;
-      for (const auto& r : rtlib::runtime_functions()) known.emplace_back(r.name);
-      return invalid("'" + name + "' (" + users_text(f) +
-                     ") uses the reserved gpu_ prefix but is not an rtlib function; rtlib provides " + join(known, ", "));
-    }
-    if (!f.isDeclaration()) {
-      return invalid("the module defines '" + name + "', which rtlib provides (" + std::string(rf->meaning) +
-                     "); declare it instead of defining it");
-    }
-    std::string found;
-    llvm::raw_string_ostream os(found);
-    f.getFunctionType()->print(os);
-    os.flush();
-    if (found != rf->signature) {
-      return invalid("runtime function '" + name + "' is declared as '" + found + "', but rtlib defines it as '" +
-                     std::string(rf->signature) + "' (" + std::string(rf->meaning) + "); " + users_text(f) +
-                     ". Declare it as rtlib/manifest.def says.");
-    }
-    needed = needed || !f.use_empty();
-  }
-  return needed;
-}
-
 bool uses_libdevice(const llvm::Module& m) {
   for (const llvm::Function& f : m) {
     if (f.isDeclaration() && f.getName().starts_with("__nv_") && !f.use_empty()) return true;
   }
   return false;
-}
-
-// Links `bitcode` into `m`, taking only the definitions `m` uses.
-Expected<void> link_needed(llvm::Module& m, std::string_view bitcode, const std::string& what, Diagnostics& diags) {
-  llvm::MemoryBufferRef buffer(llvm::StringRef(bitcode.data(), bitcode.size()), what);
-  auto library = llvm::parseBitcodeFile(buffer, m.getContext());
-  if (!library) {
-    return make_error(ErrorCode::k_internal, "cannot read " + what + ": " + llvm::toString(library.takeError()));
-  }
-  (*library)->setTargetTriple(m.getTargetTriple());
-  (*library)->setDataLayout(m.getDataLayout());
-  if (llvm::Linker::linkModules(m, std::move(*library), llvm::Linker::Flags::LinkOnlyNeeded)) {
-    return make_error(ErrorCode::k_internal, "linking " + what + " failed: " + join(diags.errors, "; "));
-  }
-  return {};
 }
 
 // Links rtlib and libdevice as needed, checks what is left, and internalizes: only kernels,
@@ -216,14 +152,6 @@ int requested_ptx_version(const llvm::Module& m) {
     }
   }
   return best;
-}
-
-// Clang tags every function with the arch it was compiled for; the job's arch wins.
-void retarget_functions(llvm::Module& m) {
-  for (llvm::Function& f : m) {
-    f.removeFnAttr("target-cpu");
-    f.removeFnAttr("target-features");
-  }
 }
 
 

@@ -1,6 +1,7 @@
 #include "compile/llvm_common.hpp"
 
 #include "compile/compiler.hpp"
+#include "kcache/rtlib.hpp"
 
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
@@ -192,6 +193,13 @@ void collect_users(const llvm::Value* v, std::set<std::string>& out, std::set<co
   }
 }
 
+const rtlib::RuntimeFunction* runtime_function(std::string_view name) {
+  for (const rtlib::RuntimeFunction& f : rtlib::runtime_functions()) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::vector<std::string> users_of(const llvm::GlobalValue& gv) {
@@ -330,6 +338,70 @@ Expected<std::string> emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeG
   return std::string(out.str());
 }
 
+std::string users_text(const llvm::GlobalValue& gv) {
+  auto users = users_of(gv);
+  return users.empty() ? "unused" : "used by " + join(users, ", ");
+}
+
+// Checks every reference to a runtime function against the manifest, before linking: GPUCompiler
+// said only "Invalid return type for runtime function 'box_bool'"; this says which declaration,
+// what rtlib expects, and who made the call. Returns whether rtlib is needed (a runtime function,
+// or a C++ ABI function rtlib defines, such as __cxa_pure_virtual from a vtable).
+Expected<bool> check_runtime_references(const llvm::Module& m) {
+  bool needed = false;
+  for (const llvm::Function& f : m) {
+    std::string name = f.getName().str();
+    if (!name.starts_with("gpu_")) {
+      needed = needed || (f.isDeclaration() && !f.use_empty() && rtlib::provider_of(name) == rtlib::Provider::rtlib);
+      continue;
+    }
+    const rtlib::RuntimeFunction* rf = runtime_function(name);
+    if (rf == nullptr) {
+      std::vector<std::string> known;
+      for (const auto& r : rtlib::runtime_functions()) known.emplace_back(r.name);
+      return invalid("'" + name + "' (" + users_text(f) +
+                     ") uses the reserved gpu_ prefix but is not an rtlib function; rtlib provides " + join(known, ", "));
+    }
+    if (!f.isDeclaration()) {
+      return invalid("the module defines '" + name + "', which rtlib provides (" + std::string(rf->meaning) +
+                     "); declare it instead of defining it");
+    }
+    std::string found;
+    llvm::raw_string_ostream os(found);
+    f.getFunctionType()->print(os);
+    os.flush();
+    if (found != rf->signature) {
+      return invalid("runtime function '" + name + "' is declared as '" + found + "', but rtlib defines it as '" +
+                     std::string(rf->signature) + "' (" + std::string(rf->meaning) + "); " + users_text(f) +
+                     ". Declare it as rtlib/manifest.def says.");
+    }
+    needed = needed || !f.use_empty();
+  }
+  return needed;
+}
+
+// Links `bitcode` into `m`, taking only the definitions `m` uses.
+Expected<void> link_needed(llvm::Module& m, std::string_view bitcode, const std::string& what, Diagnostics& diags) {
+  llvm::MemoryBufferRef buffer(llvm::StringRef(bitcode.data(), bitcode.size()), what);
+  auto library = llvm::parseBitcodeFile(buffer, m.getContext());
+  if (!library) {
+    return make_error(ErrorCode::k_internal, "cannot read " + what + ": " + llvm::toString(library.takeError()));
+  }
+  (*library)->setTargetTriple(m.getTargetTriple());
+  (*library)->setDataLayout(m.getDataLayout());
+  if (llvm::Linker::linkModules(m, std::move(*library), llvm::Linker::Flags::LinkOnlyNeeded)) {
+    return make_error(ErrorCode::k_internal, "linking " + what + " failed: " + join(diags.errors, "; "));
+  }
+  return {};
+}
+
+void retarget_functions(llvm::Module& m) {
+  for (llvm::Function& f : m) {
+    f.removeFnAttr("target-cpu");
+    f.removeFnAttr("target-features");
+  }
+}
+
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "kcache-job-XXXXXX").string();
   if (mkdtemp(pattern.data()) != nullptr) m_path = pattern;
@@ -342,6 +414,10 @@ TempDir::~TempDir() {
 
 void throw_bad_alloc_from_llvm() {
   llvm::install_bad_alloc_error_handler([](void*, const char*, bool) { throw std::bad_alloc(); });
+}
+
+void throw_fatal_errors_from_llvm() {
+  llvm::install_fatal_error_handler([](void*, const char* reason, bool) { throw LlvmFatalError(reason); });
 }
 
 }  // namespace kcache::server

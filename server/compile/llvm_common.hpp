@@ -58,6 +58,22 @@ struct ModuleSource {
 // a symbol one declares, another defines). Two definitions of one symbol are INVALID_ARGUMENT.
 Expected<std::unique_ptr<LoadedModule>> load_and_link(const std::vector<ModuleSource>& modules);
 
+// "used by function 'k', global 't'", or "unused".
+std::string users_text(const llvm::GlobalValue& gv);
+
+// Checks every reference to a runtime function (gpu_*) against rtlib's manifest, before linking:
+// the declaration, what rtlib expects, and who made the call. Returns whether rtlib is needed (a
+// runtime function, or a C++ ABI function rtlib defines, such as __cxa_pure_virtual from a vtable).
+Expected<bool> check_runtime_references(const llvm::Module& m);
+
+// Links `bitcode` (rtlib, libdevice, ROCm's device libraries) into `m`, taking only the
+// definitions `m` uses.
+Expected<void> link_needed(llvm::Module& m, std::string_view bitcode, const std::string& what, Diagnostics& diags);
+
+// Clang tags every function with the arch it was compiled for (target-cpu, target-features); the
+// job's arch wins, so one module compiles for every arch it names.
+void retarget_functions(llvm::Module& m);
+
 // Keeps full debug info, line tables only, or none, as the options say.
 void apply_debug_options(llvm::Module& m, const CompileOptions& options);
 

@@ -15,6 +15,7 @@
 
 #include "compile/llvm_common.hpp"
 #include "compile/process.hpp"
+#include "kcache/amd_target.hpp"
 #include "kcache/job.hpp"
 #include "kcache/rtlib.hpp"
 
@@ -130,6 +131,39 @@ int newest_common_ptx_version(const Toolchain& t) {
   return found;
 }
 
+std::string read_whole(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return {};
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// LLVM's AMDGPU backend, ld.lld (found at configure time beside LLVM; else on PATH's usual
+// places), and ROCm's device libraries (Debian's rocm-device-libs, else /opt/rocm's).
+void detect_amdgpu(Toolchain& t) {
+  llvm::Triple triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())};
+  std::string error;
+  t.amdgpu_present = llvm::TargetRegistry::lookupTarget(triple, error) != nullptr;
+  for (const char* candidate : {KCACHE_LLD_PATH, "/usr/bin/ld.lld-22", "/usr/lib/llvm-22/bin/ld.lld"}) {
+    if (std::string_view(candidate).empty() || !std::filesystem::exists(candidate)) continue;
+    auto version = run_process({candidate, "--version"});
+    if (!version || version->exit_code != 0) continue;
+    t.lld = candidate;
+    t.lld_version = version->output.substr(0, version->output.find('\n'));
+    break;
+  }
+  for (const char* dir : {KCACHE_ROCM_DEVICE_LIBS_DIR, "/opt/rocm/amdgcn/bitcode"}) {
+    std::filesystem::path folder(dir);
+    if (folder.empty()) continue;
+    std::string ocml = read_whole(folder / "ocml.bc"), ockl = read_whole(folder / "ockl.bc");
+    if (ocml.empty() || ockl.empty()) continue;
+    t.rocm_device_libs = folder;
+    t.rocm_device_libs_digest = sha256_hex(ocml) + sha256_hex(ockl);
+    t.ocml_bitcode = std::move(ocml);
+    t.ockl_bitcode = std::move(ockl);
+    break;
+  }
+}
+
 void hash_part(Sha256& h, std::string_view name, std::string_view value) {
   h.update(name);
   h.update("=");
@@ -158,6 +192,11 @@ Digest toolchain_fingerprint(const Toolchain& t) {
   hash_part(h, "cudadevrt", t.cudadevrt.empty() ? "absent" : "present");
   hash_part(h, "libdevice", t.libdevice.empty() ? "absent" : sha256_hex(t.libdevice_bitcode));
   hash_part(h, "nvrtc", t.nvrtc_version.empty() ? "absent" : t.nvrtc_version + " " + t.cuda_headers_digest);
+  // AMD: the assembler that links code objects and ROCm's device libraries. In every key, as the
+  // NVIDIA parts are in AMD keys: one fingerprint per daemon, compared as a whole by clients.
+  hash_part(h, "amdgpu", t.amdgpu_present ? "present" : "absent");
+  hash_part(h, "lld", t.lld.empty() ? "absent" : t.lld_version);
+  hash_part(h, "rocm-device-libs", t.rocm_device_libs.empty() ? "absent" : t.rocm_device_libs_digest);
   return h.finish();
 }
 
@@ -198,6 +237,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   t.device_archs = llvm_device_archs();
   detect_cuda(t, cuda_root);
   detect_libdevice(t, cuda_root);
+  detect_amdgpu(t);
   if (load == ToolkitLibraries::load && assembler_by_workers(t, assembler)) {
     t.nvjitlink = NvJitLink::open(cuda_root);
     if (t.nvjitlink) t.nvjitlink_version = t.nvjitlink->version();

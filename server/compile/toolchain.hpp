@@ -45,6 +45,14 @@ struct Toolchain {
   std::filesystem::path libdevice;        // nvvm/libdevice/libdevice.10.bc, empty when absent
   std::string libdevice_bitcode;          // its bytes, read once
 
+  // AMD GPUs (compile/amdgpu_pipeline.hpp).
+  bool amdgpu_present = false;            // the linked LLVM has its AMDGPU backend
+  std::filesystem::path lld;              // ld.lld, which links HSA code objects; empty when absent
+  std::string lld_version;                // the version line it prints
+  std::filesystem::path rocm_device_libs; // the folder holding ocml.bc and ockl.bc; empty when absent
+  std::string ocml_bitcode, ockl_bitcode; // their bytes, read once
+  std::string rocm_device_libs_digest;    // of both
+
   Digest fingerprint{};
 };
 

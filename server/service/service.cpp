@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "kcache/amd_target.hpp"
 #include "kcache/key.hpp"
 #include "image_proto.hpp"
 #include "kcache/select.hpp"
@@ -677,6 +678,13 @@ grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const 
   for (const std::string& a : t.cubin_archs) response->add_cubin_archs(a);
   response->add_device_kinds(v1::KIND_PTX);
   if (t.cuda_present) response->add_device_kinds(v1::KIND_CUBIN);
+  if (t.amdgpu_present) {
+    for (const AmdProcessor& p : amd_processors()) response->add_amd_archs(std::string(p.name));
+    if (!t.lld.empty()) response->add_device_kinds(v1::KIND_HSACO);
+    response->add_device_kinds(v1::KIND_AMDGCN);
+  }
+  response->set_lld_version(t.lld_version);
+  response->set_rocm_device_libs(t.rocm_device_libs.string());
   response->set_host_triple(t.host_triple);
   response->set_ptx_isa_version(static_cast<std::uint32_t>(t.max_ptx_version));
   response->set_cuda_version(t.cuda_version);

@@ -2,6 +2,7 @@
 
 #include <rocksdb/status.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -10,6 +11,7 @@ namespace {
 
 constexpr std::string_view k_entry_magic = "KCE1";
 constexpr std::string_view k_meta_magic = "KCM1";
+constexpr std::string_view k_meta_magic_sgprs = "KCM2";  // KCM1 plus each kernel's SGPRs (AMD)
 
 class Writer {
  public:
@@ -86,7 +88,10 @@ std::string encode_entry(Side side, const EntryRecord& r) {
 
 std::string encode_meta(const ImageMeta& m) {
   Writer w;
-  w.bytes(k_meta_magic);
+  // AMD images also record each kernel's SGPRs: a second magic, so records of other images, and
+  // every record written before it existed, encode and decode as they did.
+  bool sgprs = std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelInfo& k) { return k.sgprs != 0; });
+  w.bytes(sgprs ? k_meta_magic_sgprs : k_meta_magic);
   w.uint<std::uint8_t>(static_cast<std::uint8_t>(m.kind));
   w.uint<std::uint64_t>(m.size);
   w.bytes(as_bytes(m.sha256));
@@ -98,6 +103,7 @@ std::string encode_meta(const ImageMeta& m) {
     w.uint(k.local_bytes);
     w.uint(k.spill_stores);
     w.uint(k.spill_loads);
+    if (sgprs) w.uint(k.sgprs);
   }
   w.uint<std::uint16_t>(static_cast<std::uint16_t>(m.stubbed.size()));
   for (const std::string& s : m.stubbed) w.str16(s);
@@ -120,17 +126,18 @@ std::optional<ImageMeta> decode_meta(std::string_view value, std::string arch) {
   std::string_view magic, digest;
   std::uint8_t kind = 0;
   std::uint16_t kernels = 0;
-  if (!r.bytes(4, magic) || magic != k_meta_magic || !r.uint(kind) || !r.uint(m.size) || !r.bytes(32, digest) ||
-      !r.uint(kernels)) {
+  if (!r.bytes(4, magic) || (magic != k_meta_magic && magic != k_meta_magic_sgprs) || !r.uint(kind) ||
+      !r.uint(m.size) || !r.bytes(32, digest) || !r.uint(kernels)) {
     return std::nullopt;
   }
-  if (kind < 1 || kind > 4) return std::nullopt;
+  bool sgprs = magic == k_meta_magic_sgprs;
+  if (kind < 1 || kind > 6) return std::nullopt;
   m.kind = static_cast<ImageKind>(kind);
   std::memcpy(m.sha256.data(), digest.data(), 32);
   for (std::uint16_t i = 0; i < kernels; ++i) {
     KernelInfo k;
     if (!r.str16(k.name) || !r.uint(k.registers) || !r.uint(k.shared_bytes) || !r.uint(k.local_bytes) ||
-        !r.uint(k.spill_stores) || !r.uint(k.spill_loads)) {
+        !r.uint(k.spill_stores) || !r.uint(k.spill_loads) || (sgprs && !r.uint(k.sgprs))) {
       return std::nullopt;
     }
     m.kernels.push_back(std::move(k));
@@ -182,7 +189,7 @@ std::optional<DecodedEntry> decode_entry(std::string_view value) {
 std::optional<ImageRequest> decode_image_suffix(std::string_view suffix) {
   if (suffix.size() < 3 || suffix[suffix.size() - 2] != '\0') return std::nullopt;
   auto kind = static_cast<std::uint8_t>(suffix.back());
-  if (kind < 1 || kind > 3) return std::nullopt;
+  if (kind < 1 || kind > 6) return std::nullopt;
   return ImageRequest{std::string(suffix.substr(0, suffix.size() - 2)), static_cast<ImageKind>(kind)};
 }
 

@@ -126,6 +126,7 @@ int worker_main(int argc, char** argv) {
   }
 
   throw_bad_alloc_from_llvm();
+  throw_fatal_errors_from_llvm();
   Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler)));
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
@@ -142,20 +143,28 @@ int worker_main(int argc, char** argv) {
       return 1;
     }
     Result result;
-    bool out_of_memory = false;
+    bool leave = false;  // the heap or LLVM may be in any state: a fresh worker takes the next job
     try {
       auto output = run_job(compiler, job);
       fill_result(output, result);
     } catch (const std::bad_alloc&) {
       // The heap may be in any state: report, then leave so the daemon starts a fresh worker.
-      out_of_memory = true;
+      leave = true;
       result.Clear();
       result.set_code(static_cast<std::uint32_t>(ErrorCode::k_resource_exhausted));
       result.set_message("the compile of key " + job.key() + " ran out of memory in its worker (limit " +
                          std::to_string(config.memory_limit) + " bytes, --worker-memory)");
       result.set_exiting(true);
+    } catch (const LlvmFatalError& e) {
+      leave = true;
+      result.Clear();
+      result.set_code(static_cast<std::uint32_t>(ErrorCode::k_invalid_argument));
+      result.set_message("LLVM stopped compiling this module: " + std::string(e.what()).substr(0, 2000) +
+                         ". The module asks for something the target cannot do (for example an intrinsic of "
+                         "another GPU generation); if it should compile, report it with the module attached");
+      result.set_exiting(true);
     }
-    if (!send_message(k_channel_fd, result) || out_of_memory) return out_of_memory ? 1 : 0;
+    if (!send_message(k_channel_fd, result) || leave) return leave ? 1 : 0;
   }
 }
 

@@ -217,7 +217,8 @@ class HostileKCache final : public v1::KCache::Service {
 
 TEST(FileNames, OnlyPlainNamesAreSafe) {
   using namespace std::string_view_literals;
-  for (std::string_view good : {"sm_90"sv, "sm_90a"sv, "x86_64"sv, "aarch64"sv, "0123456789abcdef"sv, "a.b-c+d"sv}) {
+  for (std::string_view good : {"sm_90"sv, "sm_90a"sv, "x86_64"sv, "aarch64"sv, "0123456789abcdef"sv, "a.b-c+d"sv,
+                              "gfx942:sramecc+:xnack-"sv}) {
     EXPECT_TRUE(is_safe_file_name_part(good)) << good;
   }
   for (std::string_view bad : {""sv, "."sv, ".."sv, "../x"sv, "a/b"sv, "/etc"sv, "a..b"sv, ".hidden"sv, "-rf"sv, "a b"sv,

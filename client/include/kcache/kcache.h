@@ -30,7 +30,8 @@ enum kcache_format {
 };
 /* KCACHE_KIND_LTOIR: NVVM IR for link-time optimisation (CUDA C++ jobs), fetched by kind only. */
 enum kcache_kind {
-  KCACHE_KIND_ANY = 0, KCACHE_KIND_PTX = 1, KCACHE_KIND_CUBIN = 2, KCACHE_KIND_OBJECT = 3, KCACHE_KIND_LTOIR = 4
+  KCACHE_KIND_ANY = 0, KCACHE_KIND_PTX = 1, KCACHE_KIND_CUBIN = 2, KCACHE_KIND_OBJECT = 3, KCACHE_KIND_LTOIR = 4,
+  KCACHE_KIND_HSACO = 5, KCACHE_KIND_AMDGCN = 6
 };
 
 typedef struct kcache_client kcache_client;

@@ -17,7 +17,8 @@ enum class Side : std::uint8_t { device = 1, host = 2 };
 // cuda_cpp: CUDA C++ source, compiled by NVRTC (a source job: see JobSpec::source).
 enum class InputFormat : std::uint8_t { llvm_bitcode = 1, llvm_text = 2, ptx = 3, cuda_cpp = 4 };
 // ltoir: NVVM IR for link-time optimisation (NVRTC -dlto), linked later by nvJitLink.
-enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3, ltoir = 4 };
+// hsaco: an AMD HSA code object (ELF, EM_AMDGPU) for one target ID; amdgcn: its assembly text.
+enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3, ltoir = 4, hsaco = 5, amdgcn = 6 };
 
 inline constexpr std::string_view k_device_triple = "nvptx64-nvidia-cuda";
 
@@ -25,11 +26,13 @@ std::string_view side_name(Side side);                  // "device", "host"
 std::optional<Side> parse_side(std::string_view name);
 std::string_view format_name(InputFormat format);       // "bc", "ll", "ptx", "cu"
 std::optional<InputFormat> parse_format(std::string_view name);
-std::string_view kind_name(ImageKind kind);             // "ptx", "cubin", "obj", "ltoir"
-std::string_view kind_extension(ImageKind kind);        // file extension: "ptx", "cubin", "o", "ltoir"
+std::string_view kind_name(ImageKind kind);             // "ptx", "cubin", "obj", "ltoir", "hsaco", "amdgcn"
+std::string_view kind_extension(ImageKind kind);        // file extension: "ptx", "cubin", "o", "ltoir", "hsaco", "s"
 std::optional<ImageKind> parse_kind(std::string_view name);
 // The side an image kind belongs to.
 Side kind_side(ImageKind kind);
+// Whether a device image kind is AMD's (hsaco, amdgcn) rather than NVIDIA's.
+bool is_amd_kind(ImageKind kind);
 
 // Guesses the format of module bytes: bitcode magic, PTX directives, else LLVM text IR (CUDA
 // C++ is never guessed: a source job says so).
@@ -47,6 +50,8 @@ struct SmArch {
 };
 // Parses "sm_XY", "sm_XYZ", with an optional 'a' or 'f' suffix.
 std::optional<SmArch> parse_sm_arch(std::string_view text);
+// Whether `text` names a GPU: an SM arch, or a valid AMD target ID (kcache/amd_target.hpp).
+bool is_device_arch(std::string_view text);
 
 // What the host guard does with references to device-only symbols (see server/compile/guard.hpp).
 enum class HostGuard : std::uint8_t { reject = 0, stub = 1 };
@@ -123,6 +128,14 @@ struct ImageRequest {
   ImageKind kind = ImageKind::ptx;
   bool operator==(const ImageRequest&) const = default;
 };
+
+// The device triple a job's archs imply when the job names none: amdgcn-amd-amdhsa when every
+// arch is an AMD target ID (gfx...), else empty (the side's default, NVPTX). Mixed archs are left
+// for plan_images to refuse.
+std::string implied_device_target(const std::vector<std::string>& archs);
+
+// Whether a (canonical) device job targets AMD GPUs.
+bool targets_amd(const JobSpec& spec);
 
 // Checks what can be checked without a toolchain: option ranges, kinds against the side,
 // arch syntax, the arch count, linked modules (device only, at most k_max_job_modules). On success the spec is canonical (sorted entry points, default

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "kcache/amd_target.hpp"
 #include "kcache/expected.hpp"
 #include "kcache/job.hpp"
 
@@ -31,8 +32,22 @@ using Loadable = std::function<bool(std::size_t)>;
 std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
                                       std::optional<ImageKind> only_kind = std::nullopt, const Loadable& loadable = {});
 
+// Picks among `candidates` for an AMD device described by target ID `device`
+// (kcache/amd_target.hpp):
+//   1. the hsaco for exactly that target ID;
+//   2. else an hsaco for the same processor whose settings the device meets (an image that
+//      leaves xnack or sramecc unspecified runs with it on or off; one that fixes it runs only
+//      where the device has the same), the most specific first;
+//   3. else the hsaco of the processor's generic target (gfx11-generic for gfx1100), by the same
+//      settings rule;
+//   4. else nullopt.
+// amdgcn assembly is nobody's to load: fetched only when asked for by kind, for its exact target.
+std::optional<Selection> select_amd_image(std::span<const ImageRequest> candidates, const AmdTarget& device,
+                                          std::optional<ImageKind> only_kind = std::nullopt);
+
 // Selection for either side, from the arch as a request names it: device archs by the rules
-// above (INVALID_ARGUMENT when `arch` is not an sm_XX); host images by their CPU arch, an empty
+// above, NVIDIA's or AMD's as the arch names one (INVALID_ARGUMENT when `arch` is neither an sm_XX
+// nor a valid AMD target ID); host images by their CPU arch, an empty
 // arch taking the key's one object. nullopt when nothing fits.
 Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
                                                    const std::string& arch, std::optional<ImageKind> only_kind,

@@ -20,6 +20,15 @@ std::span<const RuntimeFunction> runtime_functions();
 // The device implementation: NVPTX bitcode compiled from device/rtlib.c at build time.
 std::string_view device_bitcode();
 
+// The AMDGPU implementation: amdgcn bitcode compiled from device/amdgcn.c at build time, for no
+// particular gfx target. It calls the ROCm device libraries (ockl printf and heap), which the
+// pipeline links after it.
+std::string_view amdgcn_bitcode();
+
+// Manifest functions that amdgcn_bitcode() does not define: the AMDGPU pipeline refuses a module
+// that calls one, by name. Empty today.
+std::span<const std::string_view> amdgcn_missing();
+
 // Who supplies a device function that a module calls without defining it. The name half of the
 // rule for legal undefined symbols; server/compile/device_symbols.cpp applies it with what only
 // the IR shows (dynamic shared memory, texture references, intrinsics).
@@ -37,12 +46,13 @@ std::string_view provider_name(Provider provider);  // "rtlib", "libdevice", "th
 // traps with a device exception naming it. Not device-only: the host has its own.
 std::span<const std::string_view> cxx_abi_functions();
 
-// Hex SHA-256 over the manifest and the device bitcode: part of the toolchain fingerprint, so a
+// Hex SHA-256 over the manifest and both device bitcodes: part of the toolchain fingerprint, so a
 // change to rtlib changes every device key.
 const std::string& rtlib_digest();
 
-// A symbol that exists only on the device: an rtlib function, the reserved gpu_ prefix, or a
-// target intrinsic (llvm.nvvm.*, llvm.amdgcn.*).
+// A symbol that exists only on the device: an rtlib function, the reserved gpu_ prefix, a target
+// intrinsic (llvm.nvvm.*, llvm.amdgcn.*), or a ROCm device library name (__ocml_* math, __ockl_*
+// kernel library, __oclc_* control constants).
 bool is_device_only_symbol(std::string_view name);
 
 }  // namespace kcache::rtlib

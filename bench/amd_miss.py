@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Miss path for AMD GPUs: cold compiles of the AMD test inputs (tests/data/amd: clang's HIP
+bitcode from the build, GPUCompiler-style IR from the source tree) to HSA code objects, kcache
+against the bare toolchain doing the same work as processes, in the same run on the same machine.
+
+Per module and target (gfx90a: wave64 CDNA; gfx1030: wave32 RDNA, both with oclc_isa_version
+files in Debian's rocm-device-libs), one `kcache compile --emit hsaco` against a running kcached
+(2 workers, a fresh database each round), summed; beside the bare toolchain per job: llvm-link
+(the module, then --only-needed rtlib's amdgcn bitcode, ocml, ockl and the target's oclc control
+files), opt -O2, llc -filetype=obj and ld.lld -shared, one process each, summed.
+
+Reports the median of the rounds and the ratio; writes bench/results/amd_miss.{md,csv}.
+Usage: bench/amd_miss.py [build-dir]      ROUNDS=3 by default; KCACHE_BENCH_OUT for the folder.
+"""
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from miss_path import BUILD, KCACHE, KCACHED, LLVM_BIN, OUT, ROOT, ROUNDS, WORKERS, Daemon, die, run  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "amd"
+CORPUS = BUILD / "tests" / "amd"
+RTLIB = BUILD / "rtlib" / "rtlib_amdgcn.bc"
+DEVICE_LIBS = Path(os.environ.get("KCACHE_ROCM_DEVICE_LIBS", "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"))
+# (target, its oclc files) as clang's HIP driver would pick them, defaults otherwise.
+TARGETS = {
+    "gfx90a": ["oclc_isa_version_90a", "oclc_wavefrontsize64_on"],
+    "gfx1030": ["oclc_isa_version_1030", "oclc_wavefrontsize64_off"],
+}
+COMMON_OCLC = ["oclc_abi_version_500", "oclc_daz_opt_off", "oclc_finite_only_off", "oclc_unsafe_math_off",
+               "oclc_correctly_rounded_sqrt_on"]
+
+
+def modules():
+    found = sorted(CORPUS.glob("*.bc")) + sorted(DATA.glob("*.ll"))
+    if not any(p.suffix == ".bc" for p in found):
+        die(f"the AMD corpus is not built: cmake --build {BUILD} --target kcache_amd_corpus")
+    return found
+
+
+def reference(module, target, work):
+    """The bare toolchain on one module for one target; seconds."""
+    linked, opt, obj, hsaco = work / "a.bc", work / "a.opt.bc", work / "a.o", work / "a.hsaco"
+    libs = [RTLIB, DEVICE_LIBS / "ocml.bc", DEVICE_LIBS / "ockl.bc"] + \
+        [DEVICE_LIBS / f"{name}.bc" for name in TARGETS[target] + COMMON_OCLC]
+    start = time.perf_counter()
+    run([LLVM_BIN / "llvm-link", module, "--only-needed", *libs, "-o", linked])
+    run([LLVM_BIN / "opt", "-O2", "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={target}", linked, "-o", opt])
+    run([LLVM_BIN / "llc", "-O2", "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={target}", "-filetype=obj", opt, "-o", obj])
+    run([LLVM_BIN / "ld.lld", "-shared", "--no-undefined", obj, "-o", hsaco])
+    return time.perf_counter() - start
+
+
+def one_round(inputs, work, r):
+    d = Daemon(work, f"{r}.amd")
+    kc = bare = 0.0
+    for m in inputs:
+        for target in TARGETS:
+            kc += d.compile([m], [target], work / f"out.{r}.{m.stem}.{target}", emit="hsaco")
+            bare += reference(m, target, work)
+    d.stop()
+    return {"startup": d.startup, "kcache": kc, "bare": bare}
+
+
+def main():
+    for tool in (KCACHED, KCACHE, RTLIB, DEVICE_LIBS / "ocml.bc"):
+        if not tool.exists():
+            die(f"{tool} is missing: build first (cmake --build {BUILD}); ocml.bc comes with Debian's rocm-device-libs")
+    inputs = modules()
+    work = Path(tempfile.mkdtemp(prefix="kcache-amd."))
+    rows = []
+    try:
+        for r in range(ROUNDS):
+            rows.append(one_round(inputs, work, r))
+            print(f"round {r + 1}/{ROUNDS}: " + ", ".join(f"{k} {v:.2f} s" for k, v in rows[-1].items()), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: statistics.median(row[k] for row in rows) for k in rows[0]}
+    ratio = med["kcache"] / med["bare"]
+    jobs = len(inputs) * len(TARGETS)
+    OUT.mkdir(parents=True, exist_ok=True)
+    md = [
+        f"Miss path for AMD GPUs: {len(inputs)} modules of tests/data/amd (HIP through clang-22, GPUCompiler-style IR) "
+        f"x {', '.join(TARGETS)}, hsaco, cold; median of {ROUNDS} rounds on {os.cpu_count()} CPUs; kcached with "
+        f"{WORKERS} workers.",
+        "",
+        "| what | kcache s | bare toolchain s | kcache / bare |",
+        "|---|---|---|---|",
+        f"| kcached start-up (exec to answering `kcache health`) | {med['startup']:.2f} | | |",
+        f"| {jobs} module-target jobs, one `kcache compile` each, summed | {med['kcache']:.2f} | {med['bare']:.2f} | "
+        f"{ratio:.2f} |",
+        "",
+        "Bare toolchain: llvm-link (module, then --only-needed rtlib, ocml, ockl, the target's oclc files), opt -O2, "
+        "llc -filetype=obj, ld.lld -shared, one process each.",
+    ]
+    (OUT / "amd_miss.md").write_text("\n".join(md) + "\n")
+    with open(OUT / "amd_miss.csv", "w") as f:
+        keys = list(rows[0])
+        f.write("round," + ",".join(f"{k}_s" for k in keys) + "\n")
+        for i, row in enumerate(rows):
+            f.write(f"{i + 1}," + ",".join(f"{row[k]:.3f}" for k in keys) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

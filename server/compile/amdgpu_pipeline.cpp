@@ -1,0 +1,250 @@
+#include "compile/amdgpu_pipeline.hpp"
+
+#include <llvm/IR/CallingConv.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Transforms/IPO/Internalize.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compile/lld.hpp"
+#include "compile/llvm_common.hpp"
+#include "kcache/amd_target.hpp"
+#include "kcache/rtlib.hpp"
+
+namespace kcache::server {
+namespace {
+
+// AMDGPU's address space for workgroup memory (LDS): where HIP's `extern __shared__` arrays and
+// Julia's dynamic shared memory live, sized at launch.
+constexpr unsigned k_lds_address_space = 3;
+
+// Code object version: 5, clang 22's default; 6 for generic targets, which need it.
+int code_object_version(const AmdProcessor& p) { return p.is_generic() ? 6 : 5; }
+
+llvm::Triple amd_triple() { return llvm::Triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())}; }
+
+Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
+  const llvm::Triple& triple = m.getTargetTriple();
+  if (!triple.str().empty() && triple.getArch() != llvm::Triple::amdgcn) {
+    return invalid("the module's target triple is '" + triple.str() + "', but the job's archs are AMD GPUs (" +
+                   std::string(k_amd_device_triple) + ")" +
+                   (triple.isNVPTX() ? ": NVPTX IR compiles for sm archs; an AMD GPU needs IR made for amdgcn"
+                                     : ": send host code with side host"));
+  }
+  for (const std::string& name : job.spec.options.entry_points) {
+    llvm::Function* f = m.getFunction(name);
+    if (f == nullptr || f->isDeclaration()) return invalid("entry point '" + name + "' is not defined in the module");
+    if (!f->getReturnType()->isVoidTy()) return invalid("entry point '" + name + "' returns a value; GPU kernels return void");
+    f->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
+    f->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  }
+  return {};
+}
+
+bool is_device_library_name(llvm::StringRef name) {
+  return name.starts_with("__ocml_") || name.starts_with("__ockl_");
+}
+
+bool uses_device_libraries(const llvm::Module& m) {
+  return std::any_of(m.begin(), m.end(), [](const llvm::Function& f) {
+    return f.isDeclaration() && !f.use_empty() && is_device_library_name(f.getName());
+  });
+}
+
+// rtlib's AMDGPU build, only what is used; a runtime function it has no AMD implementation of is
+// refused by name rather than left undefined.
+Expected<void> link_rtlib(llvm::Module& m, Diagnostics& diags) {
+  auto needed = check_runtime_references(m);
+  if (!needed) return needed.error();
+  if (!*needed) return {};
+  std::vector<std::string> missing;
+  for (std::string_view name : rtlib::amdgcn_missing()) {
+    const llvm::Function* f = m.getFunction(llvm::StringRef(name.data(), name.size()));
+    if (f != nullptr && !f->use_empty()) missing.push_back("'" + std::string(name) + "' (" + users_text(*f) + ")");
+  }
+  if (!missing.empty()) {
+    return invalid("rtlib has no AMD GPU implementation of " + join(missing, ", ") +
+                   "; these runtime functions exist for NVIDIA GPUs only");
+  }
+  return link_needed(m, rtlib::amdgcn_bitcode(), "rtlib (amdgcn)", diags);
+}
+
+// ocml and ockl, only what is used (ocml's functions call ockl's, so ockl comes second).
+Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain, Diagnostics& diags) {
+  if (!uses_device_libraries(m)) return {};
+  if (toolchain.rocm_device_libs.empty()) {
+    std::vector<std::string> used;
+    for (const llvm::Function& f : m) {
+      if (f.isDeclaration() && !f.use_empty() && is_device_library_name(f.getName())) used.push_back(f.getName().str());
+    }
+    return make_error(ErrorCode::k_failed_precondition,
+                      "the module calls ROCm device-library functions (" + join_capped(used, 300) +
+                          ") but this kcached has no ocml.bc and ockl.bc (install Debian's rocm-device-libs)");
+  }
+  if (auto linked = link_needed(m, toolchain.ocml_bitcode, "ocml.bc", diags); !linked) return linked;
+  return link_needed(m, toolchain.ockl_bitcode, "ockl.bc", diags);
+}
+
+bool is_oclc_constant(llvm::StringRef name) { return name.starts_with("__oclc_"); }
+
+// After linking, only LLVM intrinsics, workgroup (LDS) arrays sized at launch and the oclc
+// control constants (defined per target below) may stay undefined: an HSA code object has no
+// later link.
+Expected<void> check_undefined(const llvm::Module& m) {
+  std::vector<std::string> undefined;
+  for (const llvm::GlobalValue& gv : m.global_values()) {
+    if (!gv.isDeclaration() || gv.getName().starts_with("llvm.")) continue;
+    if (const auto* f = llvm::dyn_cast<llvm::Function>(&gv); f != nullptr && (f->isIntrinsic() || f->use_empty())) continue;
+    if (llvm::isa<llvm::GlobalVariable>(gv) &&
+        (gv.getAddressSpace() == k_lds_address_space || is_oclc_constant(gv.getName()) || gv.use_empty())) {
+      continue;
+    }
+    undefined.push_back("'" + gv.getName().str() + "' (" + users_text(gv) + ")");
+  }
+  if (undefined.empty()) return {};
+  return invalid("undefined on the AMD GPU: " + join_capped(undefined, 900) +
+                 ". Nothing supplies these: neither rtlib nor ROCm's device libraries (ocml, ockl) define them; "
+                 "define them in the module");
+}
+
+// The oclc control constants ROCm's device libraries read, for this target and these options
+// (what the oclc_*.bc files would define; Debian's 5.2 set lacks newer ISAs, so they are made here).
+Expected<void> define_oclc_constants(llvm::Module& m, const AmdProcessor& p, const CompileOptions& options) {
+  bool fast = options.fast_math;
+  struct Constant {
+    const char* name;
+    std::uint64_t value;
+  };
+  const Constant constants[] = {
+      {"__oclc_ISA_version", static_cast<std::uint64_t>(p.oclc_isa_version())},
+      {"__oclc_ABI_version", static_cast<std::uint64_t>(code_object_version(p) * 100)},
+      {"__oclc_wavefrontsize64", p.wave32 ? 0u : 1u},
+      {"__oclc_finite_only_opt", fast ? 1u : 0u},
+      {"__oclc_unsafe_math_opt", fast ? 1u : 0u},
+      {"__oclc_daz_opt", fast ? 1u : 0u},
+      {"__oclc_correctly_rounded_sqrt32", fast ? 0u : 1u},
+  };
+  for (const Constant& c : constants) {
+    llvm::GlobalVariable* gv = m.getNamedGlobal(c.name);
+    if (gv == nullptr || !gv->isDeclaration()) continue;
+    if (!gv->getValueType()->isIntegerTy()) return invalid(std::string(c.name) + " is declared with a non-integer type");
+    gv->setInitializer(llvm::ConstantInt::get(gv->getValueType(), c.value));
+    gv->setConstant(true);
+    gv->setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+  for (const llvm::GlobalVariable& gv : m.globals()) {
+    if (gv.isDeclaration() && is_oclc_constant(gv.getName()) && !gv.use_empty()) {
+      return invalid("'" + gv.getName().str() + "' (" + users_text(gv) +
+                     ") is not an oclc control constant kcache knows; it sets " + join([&] {
+                       std::vector<std::string> names;
+                       for (const Constant& c : constants) names.emplace_back(c.name);
+                       return names;
+                     }(), ", "));
+    }
+  }
+  return {};
+}
+
+struct ArchOutput {
+  std::string hsaco;
+  std::string assembly;
+};
+
+Expected<ArchOutput> compile_for(const llvm::Module& source, const Toolchain& toolchain, const CompileJob& job,
+                                 const AmdTarget& target, bool want_hsaco, bool want_assembly, Diagnostics& diags) {
+  std::unique_ptr<llvm::Module> m = llvm::CloneModule(source);
+  if (auto defined = define_oclc_constants(*m, *target.processor, job.spec.options); !defined) return defined.error();
+  m->setModuleFlag(llvm::Module::Error, "amdhsa_code_object_version",
+                   llvm::ConstantInt::get(llvm::Type::getInt32Ty(m->getContext()), code_object_version(*target.processor) * 100));
+  auto tm = make_target_machine(amd_triple(), std::string(target.processor->name), target.llvm_features(),
+                                llvm::Reloc::PIC_, job.spec.options.opt_level);
+  if (!tm) return tm.error();
+  m->setDataLayout((*tm)->createDataLayout());
+  optimize(*m, **tm, job.spec.options.opt_level);
+  ArchOutput out;
+  if (want_assembly) {
+    std::unique_ptr<llvm::Module> copy = want_hsaco ? llvm::CloneModule(*m) : std::move(m);
+    auto assembly = emit(*copy, **tm, llvm::CodeGenFileType::AssemblyFile, diags, target.str());
+    if (!assembly) return assembly.error();
+    out.assembly = std::move(*assembly);
+    if (!want_hsaco) return out;
+  }
+  auto object = emit(*m, **tm, llvm::CodeGenFileType::ObjectFile, diags, target.str());
+  if (!object) return object.error();
+  auto hsaco = link_hsaco(toolchain, *object, target.str(), job.deadline);
+  if (!hsaco) return hsaco.error();
+  out.hsaco = std::move(*hsaco);
+  return out;
+}
+
+}  // namespace
+
+Expected<CompileOutput> compile_amdgpu(const Toolchain& toolchain, const CompileJob& job) {
+  std::vector<ModuleSource> ir;
+  for (std::size_t i = 0; i < job.modules.size(); ++i) {
+    InputFormat format = i == 0 ? job.spec.format : job.spec.linked_formats.at(i - 1);
+    std::string name = i == 0 ? "the module" : "linked module " + std::to_string(i + 1);
+    if (job.modules[i].empty()) return invalid(name + " is empty: send LLVM bitcode or text IR for amdgcn");
+    ir.push_back({format, job.modules[i], name});
+  }
+  auto loaded = load_and_link(ir);
+  if (!loaded) return loaded.error();
+  llvm::Module& module = *(*loaded)->module;
+  Diagnostics& diags = (*loaded)->diags;
+  if (auto checked = check_module(module, job); !checked) return checked.error();
+
+  // One data layout for every AMD target: set before linking, which copies it to the libraries.
+  auto layout = make_target_machine(amd_triple(), "", "", llvm::Reloc::PIC_, 0);
+  if (!layout) return layout.error();
+  module.setTargetTriple(amd_triple());
+  module.setDataLayout((*layout)->createDataLayout());
+  if (auto linked = link_rtlib(module, diags); !linked) return linked.error();
+  if (auto linked = link_device_libraries(module, toolchain, diags); !linked) return linked.error();
+  if (auto defined = check_undefined(module); !defined) return defined.error();
+
+  std::set<std::string> kernels;
+  for (const llvm::Function& f : module) {
+    if (f.getCallingConv() == llvm::CallingConv::AMDGPU_KERNEL && !f.isDeclaration()) kernels.insert(f.getName().str());
+  }
+  // Kernels and device variables (a host loader reads them by name: rtlib's exception record)
+  // stay visible; everything else becomes internal, for the optimiser and the code object.
+  llvm::internalizeModule(module, [&](const llvm::GlobalValue& gv) {
+    if (llvm::isa<llvm::GlobalVariable>(gv)) return !is_oclc_constant(gv.getName()) && !gv.hasLocalLinkage();
+    return kernels.contains(gv.getName().str());
+  });
+  retarget_functions(module);
+  apply_debug_options(module, job.spec.options);
+  if (job.spec.options.fast_math) apply_fast_math(module);
+
+  CompileOutput out;
+  std::map<std::string, ArchOutput> by_arch;
+  for (const ImageRequest& want : job.images) {
+    auto compiled = by_arch.find(want.arch);
+    if (compiled == by_arch.end()) {
+      auto target = parse_amd_target(want.arch);
+      if (!target) return target.error();
+      auto wants = [&](ImageKind kind) {
+        return std::any_of(job.images.begin(), job.images.end(),
+                           [&](const ImageRequest& r) { return r.arch == want.arch && r.kind == kind; });
+      };
+      auto made = compile_for(module, toolchain, job, *target, wants(ImageKind::hsaco), wants(ImageKind::amdgcn), diags);
+      if (!made) return made.error();
+      compiled = by_arch.emplace(want.arch, std::move(*made)).first;
+    }
+    if (want.kind == ImageKind::amdgcn) {
+      out.images.push_back(make_image(want, compiled->second.assembly));
+      continue;
+    }
+    auto info = hsaco_kernels(compiled->second.hsaco);
+    if (!info) return info.error();
+    out.images.push_back(make_image(want, compiled->second.hsaco, std::move(*info)));
+  }
+  out.diagnostics.insert(out.diagnostics.begin(), diags.warnings.begin(), diags.warnings.end());
+  return out;
+}
+
+}  // namespace kcache::server
