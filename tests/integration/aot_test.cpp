@@ -30,7 +30,8 @@ std::vector<std::string> device_only_symbols_by_nm(const std::filesystem::path& 
   std::istringstream lines(nm.out);
   for (std::string line; std::getline(lines, line);) {
     std::string name = line.substr(line.find_last_of(' ') + 1);
-    if (name.starts_with("gpu_") || name.starts_with("llvm.nvvm.") || name.starts_with("llvm.amdgcn.")) {
+    if (name.starts_with("gpu_") || name.starts_with("llvm.nvvm.") || name.starts_with("llvm.amdgcn.") ||
+        name.starts_with("__ocml_") || name.starts_with("__ockl_") || name.starts_with("__oclc_")) {
       out.push_back(line);
     }
   }
@@ -122,6 +123,9 @@ TEST_F(Aot, PropertyNoHostEntryEverNamesADeviceOnlySymbol) {
       {true, "declare void @gpu_signal_exception()\n", [](int i) { return "@addr" + std::to_string(i) + " = global i64 ptrtoint (ptr @gpu_signal_exception to i64)\n"; }},
       {true, "declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n", [](int i) { return "define i32 @block" + std::to_string(i) + "() {\n  %b = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()\n  ret i32 %b\n}\n"; }},
       {true, "declare void @gpu_report_exception_name(ptr)\n", [](int) { return std::string(); }},
+      {true, "declare float @__ocml_sin_f32(float)\n", [](int i) { return "define float @sine" + std::to_string(i) + "(float %x) {\n  %y = call float @__ocml_sin_f32(float %x)\n  ret float %y\n}\n"; }},
+      {true, "", [](int i) { return "define float @global" + std::to_string(i) + "(ptr addrspace(1) %p) {\n  %v = load float, ptr addrspace(1) %p\n  ret float %v\n}\n"; }},
+      {false, "", [](int i) { return "define void @segment" + std::to_string(i) + "(ptr addrspace(256) %p) {\n  store i32 1, ptr addrspace(256) %p\n  ret void\n}\n"; }},
   };
   std::mt19937 random(20261202);  // fixed: a failure reproduces
   int leak_free = 0, leaking = 0;

@@ -1,6 +1,6 @@
 // The one rule for undefined symbols in device modules (server/compile/device_symbols.hpp), each
-// legal case and the refusals; rtlib's C++ ABI functions; jobs that link several modules; and
-// errors too long for a status message.
+// legal case and the refusals; rtlib's C++ ABI functions; which names are device-only; jobs that
+// link several modules; and errors too long for a status message.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -8,6 +8,7 @@
 #include "compile/compiler.hpp"
 #include "compile/device_symbols.hpp"
 #include "compile_support.hpp"
+#include "kcache/rtlib.hpp"
 #include "test_support.hpp"
 
 namespace kcache::server {
@@ -258,6 +259,19 @@ define ptx_kernel void @k(i32 %i) {
   EXPECT_NE(ptx.find("__cxa_pure_virtual"), std::string::npos);
   EXPECT_NE(ptx.find("kcache_exception_info"), std::string::npos) << "it reports a device exception";
   EXPECT_NE(ptx.find("trap"), std::string::npos);
+}
+
+// The names the host guard and the store refuse: the ROCm device libraries (ocml math, ockl kernel
+// library, oclc control constants) by prefix, and nothing the host has its own of.
+TEST(DeviceOnlySymbols, RocmDeviceLibraryNamesAreDeviceOnly) {
+  for (const char* name : {"__ocml_sin_f32", "__ocml_exp_f32", "__ockl_get_local_id", "__ockl_printf_begin",
+                           "__oclc_ISA_version", "__oclc_finite_only_opt", "gpu_malloc", "llvm.amdgcn.workitem.id.x"}) {
+    EXPECT_TRUE(rtlib::is_device_only_symbol(name)) << name;
+  }
+  for (const char* name : {"sinf", "__ocml", "ocml_sin_f32", "__ocl_sin", "__ocklx", "__cxa_pure_virtual", "hipMalloc",
+                           "llvm.memcpy.p0.p0.i64"}) {
+    EXPECT_FALSE(rtlib::is_device_only_symbol(name)) << name;
+  }
 }
 
 // Relocatable device code: a kernel in one module, what it calls in others.

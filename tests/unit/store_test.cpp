@@ -277,6 +277,13 @@ TEST_F(StoreTest, RefusesHostObjectsNamingDeviceOnlySymbols) {
       {"definition", "define void @gpu_helper() {\n  ret void\n}\n", "gpu_helper (defined)"},
       {"pointer in data", "declare void @gpu_signal_exception()\n@table = global ptr @gpu_signal_exception\n",
        "gpu_signal_exception (referenced)"},
+      {"ROCm math library call",
+       "declare float @__ocml_exp_f32(float)\n"
+       "define float @f(float %x) {\n  %y = call float @__ocml_exp_f32(float %x)\n  ret float %y\n}\n",
+       "__ocml_exp_f32 (referenced)"},
+      {"ROCm kernel library definition", "define i64 @__ockl_get_local_id(i32 %d) {\n  ret i64 0\n}\n",
+       "__ockl_get_local_id (defined)"},
+      {"ROCm control constant", "@__oclc_ISA_version = constant i32 9000\n", "__oclc_ISA_version (defined)"},
   };
   for (const Case& c : cases) {
     Image image = make_image({"x86_64", ImageKind::object}, test::host_object_with_llc(c.ir));
