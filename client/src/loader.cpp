@@ -61,6 +61,25 @@ CudaVersion installed_driver_version() {
   return version;
 }
 
+std::optional<Error> raised_exception(const std::string& kernel, const volatile kcache_exception_info* record) {
+  if (record == nullptr || record->status == 0) return std::nullopt;
+  // The device wrote both strings with their terminator; a record that lost it is still read
+  // only within its arrays.
+  auto text = [](const volatile char* chars, std::size_t size) {
+    std::string out;
+    for (std::size_t i = 0; i < size && chars[i] != '\0'; ++i) out += chars[i];
+    return out;
+  };
+  std::string name = text(record->name, sizeof record->name);
+  std::string message = text(record->message, sizeof record->message);
+  return make_error(ErrorCode::k_aborted,
+                    "kernel " + kernel + " raised " + (name.empty() ? "an exception" : name) + " on thread (" +
+                        std::to_string(record->thread[0]) + ", " + std::to_string(record->thread[1]) + ", " +
+                        std::to_string(record->thread[2]) + ") of block (" + std::to_string(record->block[0]) + ", " +
+                        std::to_string(record->block[1]) + ", " + std::to_string(record->block[2]) +
+                        "): " + (message.empty() ? "no message" : message));
+}
+
 Error Loader::driver_error(int result, const std::string& what) const {
   const char* text = nullptr;
   if (m_api && m_api->get_error_string != nullptr) m_api->get_error_string(result, &text);
@@ -208,16 +227,8 @@ Expected<void> Loader::Module::launch(const std::string& name, Dim3 grid, Dim3 b
 }
 
 Expected<void> Loader::Module::check_exception(const std::string& kernel, int launch_result) {
-  const auto* record = static_cast<const volatile kcache_exception_info*>(m_record);
-  if (record != nullptr && record->status != 0) {
-    std::string name(const_cast<const char*>(record->name));
-    std::string message(const_cast<const char*>(record->message));
-    return make_error(ErrorCode::k_aborted,
-                      "kernel " + kernel + " raised " + (name.empty() ? "an exception" : name) + " on thread (" +
-                          std::to_string(record->thread[0]) + ", " + std::to_string(record->thread[1]) + ", " +
-                          std::to_string(record->thread[2]) + ") of block (" + std::to_string(record->block[0]) +
-                          ", " + std::to_string(record->block[1]) + ", " + std::to_string(record->block[2]) +
-                          "): " + (message.empty() ? "no message" : message));
+  if (auto raised = raised_exception(kernel, static_cast<const volatile kcache_exception_info*>(m_record))) {
+    return *raised;
   }
   if (launch_result != 0) return m_loader.driver_error(launch_result, "launching " + kernel);
   return {};

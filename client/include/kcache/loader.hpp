@@ -6,12 +6,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kcache/driver.hpp"
 #include "kcache/expected.hpp"
+
+struct kcache_exception_info;  // rtlib's device exception record (kcache/exception_info.h)
 
 namespace kcache {
 
@@ -21,6 +24,12 @@ struct DriverApi;
 // once; 0 where there is no driver (libcuda.so.1 does not open). What a client states in
 // CompileRequest.driver_version and FetchRequest.driver_version so it gets images it can load.
 CudaVersion installed_driver_version();
+
+// What a launch of `kernel` ends with when rtlib's exception record `record` (host-mapped, so it
+// is read through volatile) says a thread raised an exception: ABORTED naming the kernel, the
+// thread, the block, the exception and its message. Nothing where `record` is null or says no
+// exception was raised. One wording for every loader (Loader, HipLoader).
+std::optional<Error> raised_exception(const std::string& kernel, const volatile kcache_exception_info* record);
 
 class Loader {
  public:
