@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from miss_path import BUILD, KCACHE, KCACHED, LLVM_BIN, OUT, ROOT, ROUNDS, WORKERS, Daemon, die, run  # noqa: E402
+from miss_path import (BUILD, KCACHE, KCACHED, LLVM_BIN, ROOT, ROUNDS, WORKERS, Daemon, die, run,  # noqa: E402
+                       write_results)
 
 DATA = ROOT / "tests" / "data" / "amd"
 CORPUS = BUILD / "tests" / "amd"
@@ -83,7 +84,6 @@ def main():
     med = {k: statistics.median(row[k] for row in rows) for k in rows[0]}
     ratio = med["kcache"] / med["bare"]
     jobs = len(inputs) * len(TARGETS)
-    OUT.mkdir(parents=True, exist_ok=True)
     md = [
         f"Miss path for AMD GPUs: {len(inputs)} modules of tests/data/amd (HIP through clang-22, GPUCompiler-style IR) "
         f"x {', '.join(TARGETS)}, hsaco, cold; median of {ROUNDS} rounds on {os.cpu_count()} CPUs; kcached with "
@@ -98,13 +98,7 @@ def main():
         "Bare toolchain: llvm-link (module, then --only-needed rtlib, ocml, ockl, the target's oclc files), opt -O2, "
         "llc -filetype=obj, ld.lld -shared, one process each.",
     ]
-    (OUT / "amd_miss.md").write_text("\n".join(md) + "\n")
-    with open(OUT / "amd_miss.csv", "w") as f:
-        keys = list(rows[0])
-        f.write("round," + ",".join(f"{k}_s" for k in keys) + "\n")
-        for i, row in enumerate(rows):
-            f.write(f"{i + 1}," + ",".join(f"{row[k]:.3f}" for k in keys) + "\n")
-    print("\n".join(md))
+    write_results("amd_miss", md, rows)
 
 
 if __name__ == "__main__":

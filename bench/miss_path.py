@@ -135,6 +135,18 @@ class Daemon:
         self.log.close()
 
 
+def write_results(name, md, rows):
+    """OUT/NAME.md (the lines of `md`) and OUT/NAME.csv (one line per round of `rows`, seconds)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.md").write_text("\n".join(md) + "\n")
+    with open(OUT / f"{name}.csv", "w") as f:
+        keys = list(rows[0])
+        f.write("round," + ",".join(f"{k}_s" for k in keys) + "\n")
+        for i, row in enumerate(rows):
+            f.write(f"{i + 1}," + ",".join(f"{row[k]:.3f}" for k in keys) + "\n")
+    print("\n".join(md))
+
+
 def one_round(modules, work, r):
     row = {}
     d = Daemon(work, f"{r}.miss")
@@ -189,7 +201,6 @@ def main():
     verdict = "PASS" if ratio <= 0.8 else "FAIL"
     verdict3 = "PASS" if ratio3 <= 0.7 else "FAIL"
     cpus = os.cpu_count()
-    OUT.mkdir(parents=True, exist_ok=True)
     md = [
         f"Miss path on the CUDA corpus (tests/data/cuda): {len(modules)} modules, clang-22 bitcode, PTX + cubin, cold; "
         f"median of {ROUNDS} rounds on {cpus} CPUs; kcached with {WORKERS} workers.",
@@ -208,13 +219,7 @@ def main():
         f"Target: miss path <= 0.8x the bare toolchain summed: {verdict} ({ratio:.2f})",
         f"Target: 3-arch jobs with 2 workers <= 0.7x three sequential reference runs: {verdict3} ({ratio3:.2f})",
     ]
-    (OUT / "miss_path.md").write_text("\n".join(md) + "\n")
-    with open(OUT / "miss_path.csv", "w") as f:
-        keys = list(rows[0])
-        f.write("round," + ",".join(f"{k}_s" for k in keys) + "\n")
-        for i, row in enumerate(rows):
-            f.write(f"{i + 1}," + ",".join(f"{row[k]:.3f}" for k in keys) + "\n")
-    print("\n".join(md))
+    write_results("miss_path", md, rows)
 
 
 if __name__ == "__main__":

@@ -180,6 +180,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                t.cuda_present ? t.ptxas_version : "absent (PTX only)", assembler_name(t),
                t.max_ptx_version > 0 ? std::to_string(t.max_ptx_version) : "LLVM's default per arch",
                t.libdevice.empty() ? "absent" : "present", to_hex(t.fingerprint));
+  spdlog::info("AMD GPUs: {}; code objects by {}; ROCm device libraries {}",
+               t.amdgpu_present ? "LLVM's AMDGPU backend" : "absent (no AMDGPU backend in LLVM)",
+               t.lld.empty() ? "nobody (no ld.lld: amdgcn assembly only)" : t.lld.string(),
+               t.rocm_device_libs.empty() ? "absent (modules calling ocml or ockl are refused)" : t.rocm_device_libs.string());
 
   d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
   ServiceLimits limits;

@@ -431,6 +431,9 @@ int run_capabilities(kcache::Client& client, const GlobalFlags& g) {
             {"cuda_version", caps->cuda_version() != 0 ? kcache::cuda_version_name(caps->cuda_version()) : ""},
             {"libdevice_present", caps->libdevice_present()},
             {"cubin_assembler", caps->cubin_assembler()},
+            {"amd_archs", std::vector<std::string>(caps->amd_archs().begin(), caps->amd_archs().end())},
+            {"lld_version", caps->lld_version()},
+            {"rocm_device_libs", caps->rocm_device_libs()},
             {"max_module_bytes", caps->limits().max_module_bytes()},
             {"max_archs", caps->limits().max_archs()},
             {"max_store_bytes", caps->limits().max_store_bytes()}};

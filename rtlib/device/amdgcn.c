@@ -81,30 +81,7 @@ static u64 my_linear_id(void) {
   return block * threads_per_block + thread + 1;
 }
 
-/* Whether this thread owns the info record, claiming it if nobody has. */
-static int owns_record(void) {
-  u64 me = my_linear_id();
-  u64 expected = 0;
-  if (__atomic_compare_exchange_n(&record()->owner, &expected, me, 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
-    record()->thread[0] = tid_x();
-    record()->thread[1] = tid_y();
-    record()->thread[2] = tid_z();
-    record()->block[0] = bid_x();
-    record()->block[1] = bid_y();
-    record()->block[2] = bid_z();
-    return 1;
-  }
-  return expected == me;
-}
-
-static void copy_text(char *to, const char *from, int capacity) {
-  int i = 0;
-  if (from != 0) {
-    for (; i < capacity - 1 && from[i] != 0; ++i) to[i] = from[i];
-  }
-  to[i] = 0;
-}
+#include "record_claim.h"
 
 /* Printing: one small helper per argument kind, each threading the descriptor. */
 static u64 print_begin(const char *format) {

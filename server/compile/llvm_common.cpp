@@ -382,10 +382,15 @@ Expected<bool> check_runtime_references(const llvm::Module& m) {
 
 // Links `bitcode` into `m`, taking only the definitions `m` uses.
 Expected<void> link_needed(llvm::Module& m, std::string_view bitcode, const std::string& what, Diagnostics& diags) {
+  // Read lazily: a function's body is read only when the link needs it, so a module calling
+  // three of libdevice's or ocml's hundreds of functions does not parse the rest.
   llvm::MemoryBufferRef buffer(llvm::StringRef(bitcode.data(), bitcode.size()), what);
-  auto library = llvm::parseBitcodeFile(buffer, m.getContext());
+  auto library = llvm::getLazyBitcodeModule(buffer, m.getContext());
   if (!library) {
     return make_error(ErrorCode::k_internal, "cannot read " + what + ": " + llvm::toString(library.takeError()));
+  }
+  if (llvm::Error e = (*library)->materializeMetadata()) {
+    return make_error(ErrorCode::k_internal, "cannot read " + what + ": " + llvm::toString(std::move(e)));
   }
   (*library)->setTargetTriple(m.getTargetTriple());
   (*library)->setDataLayout(m.getDataLayout());

@@ -10,6 +10,8 @@
 #include <regex>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon_fixture.hpp"
 
 namespace kcache::test {
@@ -77,16 +79,6 @@ std::map<std::string, std::array<std::uint64_t, 3>> readobj_kernels(const std::s
   return out;
 }
 
-v1::CompileRequest amd_request(const std::string& module, const std::vector<std::string>& archs,
-                               std::vector<v1::ImageKind> emit = {v1::KIND_HSACO}) {
-  v1::CompileRequest r;
-  r.set_side(v1::SIDE_DEVICE);
-  r.set_module(module);
-  for (const std::string& a : archs) r.add_archs(a);
-  for (v1::ImageKind k : emit) r.add_emit(k);
-  return r;
-}
-
 class Amd : public DaemonTest {
  protected:
   void SetUp() override {
@@ -95,6 +87,12 @@ class Amd : public DaemonTest {
     auto caps = m_client->capabilities();
     ASSERT_TRUE(caps) << caps.error().message;
     if (caps->lld_version().empty()) GTEST_SKIP() << "this kcached found no ld.lld (install lld-22)";
+  }
+
+  // A device job for AMD archs, hsaco unless other kinds are named.
+  static v1::CompileRequest amd_request(const std::string& module, const std::vector<std::string>& archs,
+                                        std::vector<v1::ImageKind> emit = {v1::KIND_HSACO}) {
+    return device_request(module, archs, std::move(emit));
   }
 
   std::filesystem::path write(const std::string& name, const std::string& bytes) {
@@ -309,6 +307,14 @@ TEST_F(Amd, TheCliWritesOneCodeObjectPerTarget) {
     ASSERT_TRUE(std::filesystem::exists(out / name)) << name << "\n" << r.out;
   }
   EXPECT_EQ(elf_machine(read_file(out / "gfx90a.hsaco")), k_em_amdgpu);
+  // kcache capabilities names what the daemon has for AMD.
+  auto caps = run_cli({"--json", "capabilities"}, m_daemon->address());
+  ASSERT_EQ(caps.exit_code, 0) << caps.err;
+  auto j = nlohmann::json::parse(caps.out);
+  auto archs = j.at("amd_archs").get<std::vector<std::string>>();
+  EXPECT_NE(std::find(archs.begin(), archs.end(), "gfx90a"), archs.end());
+  EXPECT_NE(std::find(archs.begin(), archs.end(), "gfx11-generic"), archs.end());
+  EXPECT_NE(j.at("lld_version").get<std::string>().find("LLD"), std::string::npos) << caps.out;
   auto bad = run_cli({"compile", (amd_data() / "reference_saxpy.ll").string(), "--arch", "gfx1999", "--out-dir", out.string()},
                      m_daemon->address());
   EXPECT_NE(bad.exit_code, 0);
