@@ -524,9 +524,12 @@ int main(int argc, char** argv) {
   std::string fetch_key, fetch_arch, fetch_side = "device", fetch_kind;
   auto* fetch = app.add_subcommand("fetch", "Fetch the best stored image of KEY for a device arch");
   fetch->add_option("KEY", fetch_key, "Key (64 hex digits)")->required();
-  fetch->add_option("--arch", fetch_arch, "The device's arch (sm_90), or the host CPU arch (x86_64)")->required();
+  fetch->add_option("--arch", fetch_arch,
+                    "The device's arch (sm_90, or its AMD target ID gfx90a:sramecc+:xnack-), or the host CPU arch "
+                    "(x86_64)")
+      ->required();
   fetch->add_option("--side", fetch_side, "device or host")->check(CLI::IsMember({"device", "host"}));
-  fetch->add_option("--kind", fetch_kind, "Only this kind: ptx, cubin or obj");
+  fetch->add_option("--kind", fetch_kind, "Only this kind: ptx, cubin, ltoir, hsaco, amdgcn or obj");
   fetch_out.add_to(*fetch);
 
   std::vector<std::string> lookup_keys;
@@ -562,8 +565,10 @@ int main(int argc, char** argv) {
   auto* bundle_fetch = app.add_subcommand("bundle-fetch", "Serve an image from a bundle, with no daemon");
   bundle_fetch->add_option("BUNDLE", bundle_dir, "Bundle folder")->required();
   bundle_fetch->add_option("KEY", bundle_key, "Key (64 hex digits)")->required();
-  bundle_fetch->add_option("--arch", bundle_arch, "The device's arch (sm_90), or the host CPU arch")->required();
-  bundle_fetch->add_option("--kind", bundle_kind, "Only this kind: ptx, cubin or obj");
+  bundle_fetch->add_option("--arch", bundle_arch,
+                           "The device's arch (sm_90, or its AMD target ID gfx90a:sramecc+:xnack-), or the host CPU arch")
+      ->required();
+  bundle_fetch->add_option("--kind", bundle_kind, "Only this kind: ptx, cubin, ltoir, hsaco, amdgcn or obj");
   bundle_fetch->add_option("--driver", bundle_driver,
                            "CUDA version of the driver that will load the image (12.4): only an image it loads");
   bundle_fetch_out.add_to(*bundle_fetch);

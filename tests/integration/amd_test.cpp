@@ -321,5 +321,37 @@ TEST_F(Amd, TheCliWritesOneCodeObjectPerTarget) {
   EXPECT_NE(bad.err.find("unknown processor 'gfx1999'"), std::string::npos) << bad.err;
 }
 
+// Packaging for AMD: a manifest of gfx targets precompiled into a bundle, served with no daemon
+// by the same selection rules (the generic code object for a processor the bundle lacks).
+TEST_F(Amd, ABundleOfTargetIdsServesTheRightCodeObjectWithoutADaemon) {
+  std::filesystem::path src = m_dir.path() / "src";
+  std::filesystem::create_directories(src);
+  std::filesystem::copy_file(amd_data() / "reference_saxpy.ll", src / "saxpy.ll");
+  std::filesystem::copy_file(amd_data() / "julia_vadd.ll", src / "vadd.ll");
+  write_file(src / "m.json", R"({"archs": ["gfx90a", "gfx11-generic"],
+                                 "modules": [{"path": "saxpy.ll", "emit": ["hsaco"]}, {"path": "vadd.ll"}]})");
+  std::filesystem::path bundle = m_dir.path() / "bundle";
+  auto made = run_cli({"precompile", (src / "m.json").string(), "--out", bundle.string()}, m_daemon->address());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  auto key = run_cli({"key", (src / "saxpy.ll").string(), "--arch", "gfx90a"}, m_daemon->address());
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  std::string k = key.out.substr(0, 64);
+  ASSERT_EQ(m_daemon->stop(), 0);  // no daemon from here on
+  struct Case {
+    const char* device;
+    const char* served;
+  };
+  for (const Case& c : {Case{"gfx90a:sramecc+:xnack-", "gfx90a"}, Case{"gfx1101", "gfx11-generic"}}) {
+    std::filesystem::path out = m_dir.path() / (std::string(c.served) + ".got");
+    auto got = run_cli({"bundle-fetch", bundle.string(), k, "--arch", c.device, "-o", out.string()}, "");
+    ASSERT_EQ(got.exit_code, 0) << c.device << ": " << got.err;
+    EXPECT_NE(got.out.find(std::string("  ") + c.served + " "), std::string::npos) << got.out;
+    EXPECT_EQ(elf_machine(read_file(out)), k_em_amdgpu);
+  }
+  auto none = run_cli({"bundle-fetch", bundle.string(), k, "--arch", "gfx1030"}, "");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("runs on gfx1030"), std::string::npos) << none.err;
+}
+
 }  // namespace
 }  // namespace kcache::test
