@@ -92,26 +92,4 @@ void *gpu_malloc(u64 size) { return malloc(size); }
 
 void gpu_free(void *ptr) { free(ptr); }
 
-void *gpu_gc_pool_alloc(u64 size) {
-  void *p = malloc(size);
-  if (p == 0) {
-    gpu_report_oom(size);
-    gpu_signal_exception();
-    __builtin_trap();
-  }
-  return p;
-}
-
-/* C++ ABI functions that device code with virtual functions refers to: a vtable slot of a pure
- * (or deleted) virtual function points at them. Calling one is a bug in the program; it reports
- * a device exception naming the function, like any other, and stops the kernel. */
-static void abi_violation(const char *name, const char *message) {
-  gpu_report_exception_name(name);
-  gpu_report_exception(message);
-  gpu_signal_exception();
-  __builtin_trap();
-}
-
-void __cxa_pure_virtual(void) { abi_violation("__cxa_pure_virtual", "pure virtual function called"); }
-
-void __cxa_deleted_virtual(void) { abi_violation("__cxa_deleted_virtual", "deleted virtual function called"); }
+#include "runtime_common.h"
