@@ -271,6 +271,15 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach re
       return *cached;
     }
   }
+  // put_soon's entry, read before RocksDB: the background writer drops it only once written, so
+  // one of the two reads sees it (read after, a write landing in between was missed by both).
+  std::vector<ImageMeta> pending_metas;
+  {
+    std::lock_guard lock(m_pending_mutex);
+    if (const Pending* pending = pending_locked(side, key)) {
+      for (const auto& image : pending->images) pending_metas.push_back(image->meta);
+    }
+  }
   std::uint64_t generation = m_hot ? m_hot->generation() : 0;
   std::string lower = std::string(key.bytes()) + k_meta_tag;
   std::string upper = std::string(key.bytes()) + static_cast<char>(k_meta_tag + 1);
@@ -299,12 +308,7 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach re
   if (it->status().IsIncomplete()) return would_block();
   if (!it->status().ok()) return storage_error("listing images", it->status());
   if (m_hot && !out.empty()) m_hot->insert_list(side, key, out, generation);
-  if (out.empty()) {
-    std::lock_guard lock(m_pending_mutex);
-    if (const Pending* pending = pending_locked(side, key)) {
-      for (const auto& image : pending->images) out.push_back(image->meta);
-    }
-  }
+  if (out.empty()) out = std::move(pending_metas);
   if (!out.empty()) note_access(side, key);
   return out;
 }
