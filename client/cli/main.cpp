@@ -606,6 +606,9 @@ int main(int argc, char** argv) {
   options.token = *token;
   options.server = kcache::resolve_server(g.server);
   options.deadline = std::chrono::milliseconds(static_cast<long long>(g.timeout_s * 1000));
+  // A third of a second of retries (50, 100, 200 ms) rides out a daemon being restarted or a
+  // connection refused once under load; one that is down is still reported at once.
+  options.max_attempts = 4;
   kcache::Client client(options);
   try {
     if (*compile) return run_compile(client, g, compile_job, compile_out);

@@ -100,6 +100,10 @@ Expected<Key> Client::compute_key(const v1::CompileRequest& request) {
 }
 
 Expected<v1::CompileResponse> Client::compile(const v1::CompileRequest& request) {
+  return with_retries([&] { return compile_once(request); });
+}
+
+Expected<v1::CompileResponse> Client::compile_once(const v1::CompileRequest& request) {
   v1::CompileResponse response;
   grpc::Status s = stub()->Compile(context().get(), request, &response);
   if (!s.ok()) return error(s);
@@ -223,6 +227,10 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
 }
 
 Expected<FetchedImage> Client::fetch(const v1::FetchRequest& request) {
+  return with_retries([&] { return fetch_once(request); });
+}
+
+Expected<FetchedImage> Client::fetch_once(const v1::FetchRequest& request) {
   if (auto over_http = fetch_over_http(request)) return std::move(*over_http);
   auto ctx = context();
   auto reader = stub()->Fetch(ctx.get(), request);
@@ -275,18 +283,18 @@ Expected<FetchedImage> Client::fetch_or_compile(const v1::CompileRequest& reques
   fetch_request.set_arch(device_arch);
   fetch_request.set_side(request.side() == v1::SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
   fetch_request.set_driver_version(request.driver_version());
-  auto fetched = with_retries([&] { return fetch(fetch_request); });
+  auto fetched = fetch(fetch_request);
   if (fetched || fetched.error().code != ErrorCode::k_not_found) return fetched;
 
   compile_request.set_digests_only(true);
-  auto compiled = with_retries([&] { return compile(compile_request); });
+  auto compiled = compile(compile_request);
   if (!compiled) return compiled.error();
   if (compiled->key() != key->hex()) {
     // The daemon's toolchain changed since the fingerprint was cached: take the new one.
     if (auto refreshed = with_retries([&] { return capabilities(true); }); !refreshed) return refreshed.error();
     fetch_request.set_key(compiled->key());
   }
-  return with_retries([&] { return fetch(fetch_request); });
+  return fetch(fetch_request);
 }
 
 Expected<v1::LookupResponse> Client::lookup(const v1::LookupRequest& request) {

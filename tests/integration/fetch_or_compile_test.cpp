@@ -38,6 +38,21 @@ TEST_F(FetchOrCompile, RidesOutADaemonStoppedAndRestartedMidway) {
   EXPECT_GT(m_client->retries(), 0u);
 }
 
+TEST_F(FetchOrCompile, ACompileRidesOutADaemonStoppedAndRestartedToo) {
+  // compile() alone retries as fetch_or_compile does: a connection lost or refused is tried again
+  // on a fresh channel.
+  std::string address = m_daemon->address();
+  ASSERT_EQ(m_daemon->stop(), 0);
+  Expected<v1::CompileResponse> result = make_error(ErrorCode::k_unknown, "not run");
+  std::thread load([&] { result = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"})); });
+  while (m_client->retries() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", {}, address);
+  load.join();
+  ASSERT_TRUE(result) << result.error().message;
+  ASSERT_EQ(result->images_size(), 1);
+  EXPECT_NE(result->images(0).data().find(".entry saxpy"), std::string::npos);
+}
+
 TEST_F(FetchOrCompile, AnUnreachableDaemonIsNamedInTheError) {
   ClientOptions options{"127.0.0.1:1", std::chrono::seconds(5)};
   options.max_attempts = 2;

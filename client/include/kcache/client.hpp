@@ -26,8 +26,11 @@ struct ClientOptions {
 
   std::string server;  // HOST:PORT
   std::chrono::milliseconds deadline;  // per call; compiles can be slow
-  // fetch_or_compile retries a call that finds the daemon UNAVAILABLE this many times in all,
-  // backing off from 50 ms, doubling, up to 1 s between tries (about 4.5 s with 8 attempts).
+  // compile, fetch and fetch_or_compile make a call that finds the daemon UNAVAILABLE this many
+  // times in all, on a fresh channel each time, backing off from 50 ms, doubling, up to 1 s
+  // between tries (about 4.5 s with 8 attempts). Both calls are safe to repeat: a key names its
+  // result. A connection can fail now and then even to a daemon that is up (a stampede of clients
+  // connecting at once on loopback saw it), and a daemon restarted by its supervisor comes back.
   int max_attempts = 8;
   // TLS: set tls to use it; tls_ca_file verifies the server (empty: the system's roots);
   // tls_cert_file and tls_key_file present a client certificate (mutual TLS).
@@ -59,11 +62,11 @@ class Client {
   Expected<Key> compute_key(const v1::CompileRequest& request);
 
   // Compiles (or hits); every image comes back with its bytes unless digests_only, large ones
-  // streamed through Fetch.
+  // streamed through Fetch. Retried while the daemon is UNAVAILABLE (max_attempts).
   Expected<v1::CompileResponse> compile(const v1::CompileRequest& request);
   // Fetches the best image for the request's arch, checking the bytes against the digest: over
   // HTTP where the daemon serves it (ClientOptions::http_fetch), else reassembling Fetch's
-  // streamed chunks.
+  // streamed chunks. Retried while the daemon is UNAVAILABLE (max_attempts).
   Expected<FetchedImage> fetch(const v1::FetchRequest& request);
   Expected<v1::LookupResponse> lookup(const v1::LookupRequest& request);
 
@@ -87,6 +90,8 @@ class Client {
   Expected<v1::PurgeResponse> purge();
 
  private:
+  Expected<v1::CompileResponse> compile_once(const v1::CompileRequest& request);
+  Expected<FetchedImage> fetch_once(const v1::FetchRequest& request);
   std::unique_ptr<grpc::ClientContext> context() const;
   void reconnect();
   std::shared_ptr<v1::KCache::Stub> stub() const;
