@@ -35,14 +35,7 @@ Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
                    (triple.isNVPTX() ? ": NVPTX IR compiles for sm archs; an AMD GPU needs IR made for amdgcn"
                                      : ": send host code with side host"));
   }
-  for (const std::string& name : job.spec.options.entry_points) {
-    llvm::Function* f = m.getFunction(name);
-    if (f == nullptr || f->isDeclaration()) return invalid("entry point '" + name + "' is not defined in the module");
-    if (!f->getReturnType()->isVoidTy()) return invalid("entry point '" + name + "' returns a value; GPU kernels return void");
-    f->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
-    f->setLinkage(llvm::GlobalValue::ExternalLinkage);
-  }
-  return {};
+  return mark_entry_points(m, job.spec.options.entry_points, llvm::CallingConv::AMDGPU_KERNEL);
 }
 
 bool is_device_library_name(llvm::StringRef name) {

@@ -52,23 +52,7 @@ Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
     return invalid("the module's target triple is '" + triple.str() + "', but this is a device job for " +
                    std::string(k_device_triple) + ": send host code with side host, or compile for the device");
   }
-  for (const std::string& name : job.spec.options.entry_points) {
-    llvm::Function* f = m.getFunction(name);
-    if (f == nullptr || f->isDeclaration()) {
-      std::vector<std::string> defined;
-      for (const llvm::Function& g : m) {
-        if (!g.isDeclaration()) defined.push_back(g.getName().str());
-      }
-      return invalid("entry point '" + name + "' is not defined in the module (defined functions: " +
-                     (defined.empty() ? std::string("none") : join(defined, ", ")) + ")");
-    }
-    if (!f->getReturnType()->isVoidTy()) {
-      return invalid("entry point '" + name + "' returns a value; GPU kernels return void");
-    }
-    f->setCallingConv(llvm::CallingConv::PTX_Kernel);
-    f->setLinkage(llvm::GlobalValue::ExternalLinkage);
-  }
-  return {};
+  return mark_entry_points(m, job.spec.options.entry_points, llvm::CallingConv::PTX_Kernel);
 }
 
 

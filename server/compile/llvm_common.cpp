@@ -347,6 +347,24 @@ std::string users_text(const llvm::GlobalValue& gv) {
 // said only "Invalid return type for runtime function 'box_bool'"; this says which declaration,
 // what rtlib expects, and who made the call. Returns whether rtlib is needed (a runtime function,
 // or a C++ ABI function rtlib defines, such as __cxa_pure_virtual from a vtable).
+Expected<void> mark_entry_points(llvm::Module& m, const std::vector<std::string>& names, llvm::CallingConv::ID kernel_cc) {
+  for (const std::string& name : names) {
+    llvm::Function* f = m.getFunction(name);
+    if (f == nullptr || f->isDeclaration()) {
+      std::vector<std::string> defined;
+      for (const llvm::Function& g : m) {
+        if (!g.isDeclaration()) defined.push_back(g.getName().str());
+      }
+      return invalid("entry point '" + name + "' is not defined in the module (defined functions: " +
+                     (defined.empty() ? std::string("none") : join_capped(defined, 400)) + ")");
+    }
+    if (!f->getReturnType()->isVoidTy()) return invalid("entry point '" + name + "' returns a value; GPU kernels return void");
+    f->setCallingConv(kernel_cc);
+    f->setLinkage(llvm::GlobalValue::ExternalLinkage);
+  }
+  return {};
+}
+
 Expected<bool> check_runtime_references(const llvm::Module& m) {
   bool needed = false;
   for (const llvm::Function& f : m) {

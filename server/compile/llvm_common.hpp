@@ -2,6 +2,7 @@
 // optimisation with the new pass manager, code emission, debug-info and fast-math options.
 #pragma once
 
+#include <llvm/IR/CallingConv.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/CodeGen.h>
@@ -60,6 +61,11 @@ Expected<std::unique_ptr<LoadedModule>> load_and_link(const std::vector<ModuleSo
 
 // "used by function 'k', global 't'", or "unused".
 std::string users_text(const llvm::GlobalValue& gv);
+
+// Makes each of `names` (the job's entry points) a kernel: defined in `m` (the error lists the
+// functions that are), returning void, given `kernel_cc` (PTX_Kernel, AMDGPU_KERNEL) and external
+// linkage.
+Expected<void> mark_entry_points(llvm::Module& m, const std::vector<std::string>& names, llvm::CallingConv::ID kernel_cc);
 
 // Checks every reference to a runtime function (gpu_*) against rtlib's manifest, before linking:
 // the declaration, what rtlib expects, and who made the call. Returns whether rtlib is needed (a
