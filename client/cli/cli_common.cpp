@@ -81,6 +81,10 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--driver", driver,
                  "CUDA version of the driver that will load the images (12.4, as nvidia-smi shows it): PTX at an "
                  "ISA it JITs, and PTX in place of cubins it cannot load (default: for the daemon's own toolkit)");
+  cmd.add_option("--amd-code-object", amd_code_object,
+                 "AMD: the newest HSA code object version the runtime that loads the images takes (4 for ROCm 5 "
+                 "and Debian's HIP 5.2; default: the daemon's own, 5, and 6 for generic targets)")
+      ->check(CLI::Range(k_min_amd_code_object, k_max_amd_code_object));
 }
 
 JobInput JobFlags::read() const {
@@ -108,6 +112,7 @@ JobInput JobFlags::read() const {
   spec.options.cpu = cpu;
   spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
   in.driver = parse_driver_flag(driver);
+  spec.amd_code_object_cap = static_cast<int>(amd_code_object);
   bool source_flags = !include_dirs.empty() || !defines.empty() || !undefines.empty() || !std.empty() ||
                       !name_exprs.empty() || !nvrtc_options.empty();
   if (spec.format != InputFormat::cuda_cpp) {

@@ -72,6 +72,7 @@ struct JobFlags {
   std::string cpu;
   std::string guard = "reject";
   std::string driver;  // --driver 12.4: the CUDA version of the driver that loads the images
+  unsigned amd_code_object = 0;  // --amd-code-object 4: the newest code object version the AMD runtime loads
   // CUDA C++ (.cu, --format cu): NVRTC's, sent with the source.
   std::vector<std::string> include_dirs;  // -I: where the client finds the headers it sends
   std::vector<std::string> defines;       // -D NAME[=VALUE]

@@ -182,6 +182,14 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
   if (job->format == KCACHE_FORMAT_CUDA && !(KCACHE_JOB_HAS(job, driver_version) && job->driver_version > 0)) {
     r.set_driver_version(0);
   }
+  if (KCACHE_JOB_HAS(job, amd_code_object_version) && job->amd_code_object_version != 0) {
+    if (job->amd_code_object_version < 0 || job->amd_code_object_version > 255) {
+      return make_error(ErrorCode::k_invalid_argument, "job.amd_code_object_version is " +
+                                                           std::to_string(job->amd_code_object_version) +
+                                                           ": give a code object version (4 to 6), or 0 for the daemon's");
+    }
+    r.set_amd_code_object_version(static_cast<std::uint32_t>(job->amd_code_object_version));
+  }
   if (auto ok = add_source(job, r); !ok) return ok.error();
   return r;
 }

@@ -33,6 +33,7 @@ struct HipApi {
   int (*host_free)(void*) = nullptr;
   int (*host_get_device_pointer)(void**, void*, unsigned) = nullptr;
   const char* (*get_error_string)(int) = nullptr;
+  int (*runtime_get_version)(int*) = nullptr;
 };
 
 namespace {
@@ -82,12 +83,31 @@ static_assert(k_device_prop_room >= k_device_prop_r0000_size);
 
 // Checks that `image` is what hipModuleLoadData may be handed: an ELF64 for EM_AMDGPU whose
 // header tables lie inside it (the runtime takes no length and trusts them).
-Expected<void> check_hsaco(std::string_view image) {
+}  // namespace
+
+int hip_code_object_version(int hip_version) {
+  // HIP_VERSION: major * 10,000,000 + minor * 100,000 + patch.
+  if (hip_version < 60000000) return 4;  // ROCm 5 (Debian's HIP 5.2): version 4 is the newest it surely loads
+  if (hip_version < 60200000) return 5;  // ROCm 6.0 and 6.1: no version 6 (the generic targets)
+  return 0;
+}
+
+namespace {
+
+Expected<void> check_hsaco(std::string_view image, int code_object_version) {
   constexpr std::size_t k_header = 64;
   constexpr unsigned k_em_amdgpu = 224;
   auto fail = [](const std::string& why) { return make_error(ErrorCode::k_invalid_argument, "not an hsaco: " + why); };
   if (image.size() < k_header || image.substr(0, 4) != "\177ELF") return fail("no ELF header");
   if (image[4] != 2 || image[5] != 1) return fail("not a 64-bit little-endian ELF");
+  // EI_ABIVERSION: ELFABIVERSION_AMDGPU_HSA_V4 is 2, V5 is 3, V6 is 4.
+  if (int version = static_cast<unsigned char>(image[8]) + 2; image[7] == 64 && code_object_version != 0 &&
+                                                                version > code_object_version) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "the hsaco is code object version " + std::to_string(version) + ", and this HIP runtime loads up "
+                      "to version " + std::to_string(code_object_version) +
+                      ": fetch with amd_code_object_version = HipLoader::code_object_version() (it is in the key)");
+  }
   auto u16 = [&](std::size_t at) {
     return static_cast<unsigned>(static_cast<unsigned char>(image[at])) |
            static_cast<unsigned>(static_cast<unsigned char>(image[at + 1])) << 8;
@@ -175,6 +195,7 @@ Expected<std::unique_ptr<HipLoader>> HipLoader::open(int ordinal) {
   bind(api.host_free, "hipHostFree");
   bind(api.host_get_device_pointer, "hipHostGetDevicePointer");
   bind(api.get_error_string, "hipGetErrorString");
+  bind(api.runtime_get_version, "hipRuntimeGetVersion");
   if (!missing.empty()) {
     return make_error(ErrorCode::k_failed_precondition,
                       "libamdhip64.so lacks " + missing + " (this loader binds the HIP 5 and 6 API)");
@@ -211,6 +232,9 @@ Expected<std::unique_ptr<HipLoader>> HipLoader::open(int ordinal) {
                       "396): a runtime with a device-properties layout this loader does not know");
   }
   loader->m_arch.assign(name, length);
+  int version = 0;
+  if (int r = api.runtime_get_version(&version); r != 0) return loader->runtime_error(r, "hipRuntimeGetVersion");
+  loader->m_code_object_version = hip_code_object_version(version);
   return loader;
 }
 
@@ -223,7 +247,7 @@ HipLoader::~HipLoader() {
 }
 
 Expected<std::unique_ptr<HipLoader::Module>> HipLoader::load(std::string_view image) {
-  if (auto valid = check_hsaco(image); !valid) return valid.error();
+  if (auto valid = check_hsaco(image, m_code_object_version); !valid) return valid.error();
   if (auto selected = select_device(); !selected) return selected.error();
   std::unique_ptr<Module> module(new Module(*this));
   if (int r = m_api->module_load_data(&module->m_module, image.data()); r != 0) {

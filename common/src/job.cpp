@@ -382,6 +382,16 @@ Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
       return make_error(ErrorCode::k_invalid_argument,
                         "driver_version names a CUDA driver; AMD jobs (gfx archs) take none: leave it out");
     }
+    if (spec.amd_code_object_cap != 0 && spec.amd_code_object_cap < k_min_amd_code_object) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "amd_code_object_version " + std::to_string(spec.amd_code_object_cap) + ": LLVM " +
+                            "writes code object versions 4 to 6 (4 for ROCm 5, 5 from ROCm 6.0, 6 from ROCm 6.2)");
+    }
+    if (spec.amd_code_object_cap >= k_max_amd_code_object) spec.amd_code_object_cap = 0;  // all the daemon writes
+  } else if (spec.amd_code_object_cap != 0) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "amd_code_object_version names an AMD runtime's code objects; only AMD jobs (gfx archs) take "
+                      "one: leave it out");
   }
   if (spec.side == Side::host && device_triple) {
     return make_error(ErrorCode::k_invalid_argument,

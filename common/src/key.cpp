@@ -22,6 +22,7 @@ enum Tag : std::uint8_t {
   k_tag_header = 13,
   k_tag_nvrtc_option = 14,
   k_tag_name_expression = 15,
+  k_tag_amd_code_object_cap = 16,
 };
 
 // Each field is tag (1 byte) | length (8 bytes, little endian) | bytes: no two different jobs
@@ -83,6 +84,10 @@ Key compute_key(const JobSpec& spec, std::span<const std::string_view> modules, 
   // Only a driver that cannot take the daemon's PTX makes a key of its own: a job stating none,
   // or a new enough one, encodes exactly as before.
   if (spec.ptx_isa_cap != 0) hash_byte(h, k_tag_ptx_isa_cap, static_cast<std::uint8_t>(spec.ptx_isa_cap));
+  // Likewise a runtime that loads only older AMD code objects.
+  if (spec.amd_code_object_cap != 0) {
+    hash_byte(h, k_tag_amd_code_object_cap, static_cast<std::uint8_t>(spec.amd_code_object_cap));
+  }
   // A CUDA C++ job's headers (name, then its digest: the digest's fixed length keeps this
   // injective), NVRTC options and name expressions, each in canonical order. Other jobs have none.
   for (const SourceHeader& header : spec.source.headers) {

@@ -93,6 +93,9 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
     if (!cap) return cap.error();
     spec.ptx_isa_cap = *cap;
   }
+  // Anything from 6 up takes all the daemon writes (canonicalize makes it 0).
+  spec.amd_code_object_cap =
+      static_cast<int>(std::min<std::uint32_t>(request.amd_code_object_version(), k_max_amd_code_object));
   if (auto ok = canonicalize(spec, host_triple); !ok) return ok.error();
   return spec;
 }
@@ -124,6 +127,7 @@ void fill_request(const JobSpec& spec, v1::CompileRequest& request) {
   o->mutable_entry_points()->Assign(spec.options.entry_points.begin(), spec.options.entry_points.end());
   o->set_cpu(spec.options.cpu);
   o->set_guard(spec.options.guard == HostGuard::stub ? v1::GUARD_STUB : v1::GUARD_REJECT);
+  request.set_amd_code_object_version(static_cast<std::uint32_t>(spec.amd_code_object_cap));
   request.mutable_nvrtc_options()->Assign(spec.source.nvrtc_options.begin(), spec.source.nvrtc_options.end());
   request.mutable_name_expressions()->Assign(spec.source.name_expressions.begin(), spec.source.name_expressions.end());
 }

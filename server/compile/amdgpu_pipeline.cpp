@@ -22,8 +22,12 @@ namespace {
 // Julia's dynamic shared memory live, sized at launch.
 constexpr unsigned k_lds_address_space = 3;
 
-// Code object version: 5, clang 22's default; 6 for generic targets, which need it.
-int code_object_version(const AmdProcessor& p) { return p.is_generic() ? 6 : 5; }
+// Code object version: 5, clang 22's default, or the client runtime's cap (4); 6 for generic
+// targets, which need it (Compiler::check_supported refuses them under a cap).
+int code_object_version(const AmdProcessor& p, const JobSpec& spec) {
+  if (p.is_generic()) return 6;
+  return spec.amd_code_object_cap != 0 ? std::min(spec.amd_code_object_cap, 5) : 5;
+}
 
 llvm::Triple amd_triple() { return llvm::Triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())}; }
 
@@ -106,7 +110,8 @@ Expected<void> check_undefined(const llvm::Module& m) {
 
 // The oclc control constants ROCm's device libraries read, for this target and these options
 // (what the oclc_*.bc files would define; Debian's 5.2 set lacks newer ISAs, so they are made here).
-Expected<void> define_oclc_constants(llvm::Module& m, const AmdProcessor& p, const CompileOptions& options) {
+Expected<void> define_oclc_constants(llvm::Module& m, const AmdProcessor& p, const JobSpec& spec) {
+  const CompileOptions& options = spec.options;
   bool fast = options.fast_math;
   struct Constant {
     const char* name;
@@ -114,7 +119,7 @@ Expected<void> define_oclc_constants(llvm::Module& m, const AmdProcessor& p, con
   };
   const Constant constants[] = {
       {"__oclc_ISA_version", static_cast<std::uint64_t>(p.oclc_isa_version())},
-      {"__oclc_ABI_version", static_cast<std::uint64_t>(code_object_version(p) * 100)},
+      {"__oclc_ABI_version", static_cast<std::uint64_t>(code_object_version(p, spec) * 100)},
       {"__oclc_wavefrontsize64", p.wave32 ? 0u : 1u},
       {"__oclc_finite_only_opt", fast ? 1u : 0u},
       {"__oclc_unsafe_math_opt", fast ? 1u : 0u},
@@ -150,9 +155,9 @@ struct ArchOutput {
 Expected<ArchOutput> compile_for(const llvm::Module& source, const Toolchain& toolchain, const CompileJob& job,
                                  const AmdTarget& target, bool want_hsaco, bool want_assembly, Diagnostics& diags) {
   std::unique_ptr<llvm::Module> m = llvm::CloneModule(source);
-  if (auto defined = define_oclc_constants(*m, *target.processor, job.spec.options); !defined) return defined.error();
+  if (auto defined = define_oclc_constants(*m, *target.processor, job.spec); !defined) return defined.error();
   m->setModuleFlag(llvm::Module::Error, "amdhsa_code_object_version",
-                   llvm::ConstantInt::get(llvm::Type::getInt32Ty(m->getContext()), code_object_version(*target.processor) * 100));
+                   llvm::ConstantInt::get(llvm::Type::getInt32Ty(m->getContext()), code_object_version(*target.processor, job.spec) * 100));
   auto tm = make_target_machine(amd_triple(), std::string(target.processor->name), target.llvm_features(),
                                 llvm::Reloc::PIC_, job.spec.options.opt_level);
   if (!tm) return tm.error();

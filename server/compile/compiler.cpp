@@ -6,6 +6,7 @@
 #include "compile/device_pipeline.hpp"
 #include "compile/host_pipeline.hpp"
 #include "compile/source_pipeline.hpp"
+#include "kcache/amd_target.hpp"
 
 namespace kcache::server {
 namespace {
@@ -30,6 +31,13 @@ Expected<void> Compiler::check_supported(const JobSpec& spec, const std::vector<
                             " this kcached links has none");
     }
     for (const ImageRequest& want : images) {
+      auto target = parse_amd_target(want.arch);
+      if (target && target->processor->is_generic() && spec.amd_code_object_cap != 0) {
+        return make_error(ErrorCode::k_invalid_argument,
+                          want.arch + " is a generic target, whose code objects are version 6, and the client's "
+                          "runtime loads up to version " + std::to_string(spec.amd_code_object_cap) +
+                          ": ask for the GPU's own target (gfx90a, gfx1030, ...), or update to ROCm 6.2 or newer");
+      }
       if (want.kind == ImageKind::hsaco && m_toolchain.lld.empty()) {
         return make_error(ErrorCode::k_failed_precondition,
                           "hsaco needs ld.lld to link the code object, and this kcached found none (install lld-22); "

@@ -5,6 +5,8 @@
 // Usage: kcache_gpu_test IMAGES_DIR   (made by tests/gpu/run.sh). Exit 77 (skip) without either.
 //        kcache_gpu_test --hip-arch   prints the AMD GPU's target ID (what run.sh compiles for);
 //                                     exit 77 without one.
+//        kcache_gpu_test --hip-code-object  prints the newest code object version the HIP runtime
+//                                     loads (0: any), for --amd-code-object; exit 77 without one.
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -159,8 +161,14 @@ int main(int argc, char** argv) {
     std::printf("%s\n", (*hip)->arch().c_str());
     return 0;
   }
+  if (argc == 2 && std::string(argv[1]) == "--hip-code-object") {
+    auto hip = kcache::HipLoader::open();
+    if (!hip) return 77;
+    std::printf("%d\n", (*hip)->code_object_version());
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s IMAGES_DIR | --hip-arch\n", argv[0]);
+    std::fprintf(stderr, "usage: %s IMAGES_DIR | --hip-arch | --hip-code-object\n", argv[0]);
     return 2;
   }
   std::string dir = argv[1];

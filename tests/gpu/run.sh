@@ -119,9 +119,13 @@ throw:
 }
 EOF
   IFS=, read -ra amd_list <<<"$amd_archs"
+  # Code objects the runtime loads: version 4 under ROCm 5 (Debian's HIP 5.2), as a client states it.
+  version=$("$build/tests/kcache_gpu_test" --hip-code-object 2>/dev/null || echo 0)
+  cov=()
+  if [ "$version" != 0 ]; then cov=(--amd-code-object "$version"); fi
   for arch in "${amd_list[@]}"; do
-    kcache compile "$work/vadd.ll" --arch "$arch" --emit hsaco -o "$images/vadd.$arch.hsaco" >/dev/null
-    kcache compile "$work/throw.ll" --arch "$arch" --emit hsaco -o "$images/throw.$arch.hsaco" >/dev/null
+    kcache compile "$work/vadd.ll" --arch "$arch" --emit hsaco "${cov[@]}" -o "$images/vadd.$arch.hsaco" >/dev/null
+    kcache compile "$work/throw.ll" --arch "$arch" --emit hsaco "${cov[@]}" -o "$images/throw.$arch.hsaco" >/dev/null
   done
 fi
 # Not `exec`: that would replace this shell, and its EXIT trap would never stop the daemon.

@@ -297,6 +297,58 @@ declare <4 x float> @llvm.amdgcn.mfma.f32.4x4x1f32(float, float, <4 x float>, i3
   EXPECT_EQ(ok->images(0).kind(), v1::KIND_HSACO);
 }
 
+// A runtime that loads older code objects (ROCm 5, Debian's HIP 5.2) states the newest it takes:
+// its code objects are written at that version, under a key of their own.
+TEST_F(Amd, AnOlderRuntimeGetsCodeObjectsOfTheVersionItLoads) {
+  std::string module = read_file(amd_data() / "reference_saxpy.ll");
+  // EI_ABIVERSION of an HSA code object: 2 for version 4, 3 for 5, 4 for 6.
+  auto version_of = [](const v1::Image& image) { return static_cast<unsigned char>(image.data().at(8)) + 2; };
+  auto current = m_client->compile(amd_request(module, {"gfx90a", "gfx11-generic"}));
+  ASSERT_TRUE(current) << current.error().message;
+  EXPECT_EQ(version_of(current->images(0)), 5);
+  EXPECT_EQ(version_of(current->images(1)), 6) << "generic targets need version 6";
+
+  v1::CompileRequest rocm5 = amd_request(module, {"gfx90a", "gfx1030"});
+  rocm5.set_amd_code_object_version(4);
+  auto older = m_client->compile(rocm5);
+  ASSERT_TRUE(older) << older.error().message;
+  EXPECT_NE(older->key(), current->key());
+  for (const v1::Image& image : older->images()) {
+    EXPECT_EQ(version_of(image), 4) << image.arch();
+    std::filesystem::path file = write("v4.hsaco", image.data());
+    auto notes = run_program({(k_tools / "llvm-readobj").string(), "--notes", file.string()});
+    ASSERT_EQ(notes.exit_code, 0) << notes.err;
+    EXPECT_NE(notes.out.find("amdhsa.kernels"), std::string::npos);
+    EXPECT_EQ(image.kernels_size(), current->images(0).kernels_size());
+  }
+  v1::CompileRequest newest = amd_request(module, {"gfx90a", "gfx11-generic"});
+  newest.set_amd_code_object_version(6);
+  auto same = m_client->compile(newest);
+  ASSERT_TRUE(same) << same.error().message;
+  EXPECT_EQ(same->key(), current->key()) << "a runtime that loads everything shares the default images";
+  EXPECT_EQ(same->outcome(), v1::OUTCOME_HIT);
+
+  v1::CompileRequest generic = amd_request(module, {"gfx11-generic"});
+  generic.set_amd_code_object_version(5);
+  expect_refused(generic, ErrorCode::k_invalid_argument, "gfx11-generic is a generic target, whose code objects are version 6");
+  v1::CompileRequest ancient = amd_request(module, {"gfx90a"});
+  ancient.set_amd_code_object_version(3);
+  expect_refused(ancient, ErrorCode::k_invalid_argument, "writes code object versions 4 to 6");
+  v1::CompileRequest nvidia = device_request(read_test_data("kernels/saxpy.ll"), {"sm_90"});
+  nvidia.set_amd_code_object_version(4);
+  expect_refused(nvidia, ErrorCode::k_invalid_argument, "only AMD jobs");
+
+  std::filesystem::path out = m_dir.path() / "cli";
+  auto cli = run_cli({"compile", (amd_data() / "reference_saxpy.ll").string(), "--arch", "gfx90a", "--amd-code-object", "4",
+                      "--out-dir", out.string()},
+                     m_daemon->address());
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  std::string written = read_file(out / "gfx90a.hsaco");
+  ASSERT_GT(written.size(), 8u);
+  EXPECT_EQ(written[8], 2) << "version 4";
+  EXPECT_NE(cli.out.find(older->key()), std::string::npos) << "the CLI computes the same key: " << cli.out;
+}
+
 TEST_F(Amd, TheCliWritesOneCodeObjectPerTarget) {
   std::filesystem::path out = m_dir.path() / "out";
   auto r = run_cli({"compile", (amd_data() / "reference_saxpy.ll").string(), "--arch", "gfx90a,gfx942:sramecc+:xnack-,gfx1100",

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kcache/amd_target.hpp"
+#include "kcache/hip_loader.hpp"
 #include "kcache/job.hpp"
 #include "kcache/select.hpp"
 
@@ -228,6 +229,17 @@ TEST(AmdJob, RefusesMixedVendorsBadTargetsAndNvidiaKinds) {
   JobSpec capped = amd_spec({"gfx90a"});
   capped.ptx_isa_cap = 78;
   ASSERT_FALSE(canonicalize(capped, "x86_64-pc-linux-gnu"));
+}
+
+// HIP_VERSION (major * 10^7 + minor * 10^5 + patch) to the newest code object version the
+// runtime loads: 4 under ROCm 5 (Debian's HIP 5.2.3), 5 under 6.0 and 6.1, anything from 6.2.
+TEST(HipCodeObjectVersion, FollowsTheRocmReleases) {
+  EXPECT_EQ(hip_code_object_version(50223144), 4) << "Debian 12's HIP 5.2.3";
+  EXPECT_EQ(hip_code_object_version(50731921), 4) << "ROCm 5.7.1";
+  EXPECT_EQ(hip_code_object_version(60032830), 5) << "ROCm 6.0.2";
+  EXPECT_EQ(hip_code_object_version(60140093), 5) << "ROCm 6.1";
+  EXPECT_EQ(hip_code_object_version(60241134), 0) << "ROCm 6.2";
+  EXPECT_EQ(hip_code_object_version(70000000), 0);
 }
 
 }  // namespace

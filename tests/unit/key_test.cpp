@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "compile/toolchain.hpp"
+#include "kcache/amd_target.hpp"
 #include "kcache/driver.hpp"
 #include "kcache/key.hpp"
 
@@ -137,6 +138,52 @@ TEST(Key, AnOlderDriversPtxIsaCapIsCoveredAsDocumented) {
   host.ptx_isa_cap = 84;
   ASSERT_TRUE(canonicalize(host, "x86_64-pc-linux-gnu"));
   EXPECT_EQ(host.ptx_isa_cap, 0) << "a driver JITs device code only";
+}
+
+// An AMD runtime that loads only older code objects gives the key a tag 16 field; one that loads
+// everything the daemon writes states nothing. NVIDIA and host jobs take no such cap.
+TEST(Key, AnOlderAmdRuntimesCodeObjectCapIsCoveredAsDocumented) {
+  Digest fp = fingerprint("toolchain");
+  JobSpec none;
+  none.target = std::string(k_amd_device_triple);
+  ASSERT_TRUE(canonicalize(none, "x86_64-pc-linux-gnu"));
+  JobSpec rocm5 = none;
+  rocm5.amd_code_object_cap = 4;
+  ASSERT_TRUE(canonicalize(rocm5, "x86_64-pc-linux-gnu"));
+  EXPECT_EQ(rocm5.amd_code_object_cap, 4);
+  std::string encoded = "kcache-key";
+  encoded += field(1, std::string("\x01\x00\x00\x00", 4));
+  encoded += field(2, as_bytes(fp));
+  encoded += field(3, std::string(1, '\x01'));
+  encoded += field(4, std::string(1, static_cast<char>(InputFormat::llvm_text)));
+  encoded += field(5, k_amd_device_triple);
+  encoded += field(6, "");
+  encoded += field(7, std::string(1, '\x02'));
+  encoded += field(8, std::string(1, '\x00'));
+  encoded += field(10, as_bytes(sha256("a")));
+  encoded += field(16, std::string(1, '\x04'));
+  EXPECT_EQ(compute_key(rocm5, "a", fp), Key{sha256(encoded)});
+  EXPECT_NE(compute_key(rocm5, "a", fp), compute_key(none, "a", fp));
+  JobSpec rocm6 = none;
+  rocm6.amd_code_object_cap = 5;
+  ASSERT_TRUE(canonicalize(rocm6, "x86_64-pc-linux-gnu"));
+  EXPECT_NE(compute_key(rocm6, "a", fp), compute_key(rocm5, "a", fp));
+  JobSpec newest = none;
+  newest.amd_code_object_cap = 6;
+  ASSERT_TRUE(canonicalize(newest, "x86_64-pc-linux-gnu"));
+  EXPECT_EQ(newest.amd_code_object_cap, 0) << "6 loads all LLVM 22 writes";
+  EXPECT_EQ(compute_key(newest, "a", fp), compute_key(none, "a", fp));
+
+  JobSpec ancient = none;
+  ancient.amd_code_object_cap = 3;
+  auto refused = canonicalize(ancient, "x86_64-pc-linux-gnu");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("versions 4 to 6"), std::string::npos) << refused.error().message;
+  JobSpec nvidia;
+  nvidia.amd_code_object_cap = 4;
+  auto not_amd = canonicalize(nvidia, "x86_64-pc-linux-gnu");
+  ASSERT_FALSE(not_amd);
+  EXPECT_NE(not_amd.error().message.find("only AMD jobs"), std::string::npos) << not_amd.error().message;
 }
 
 TEST(Key, LinkedModulesAreForTheDeviceAndBounded) {

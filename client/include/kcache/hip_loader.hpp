@@ -22,6 +22,10 @@ namespace kcache {
 
 struct HipApi;
 
+// HipLoader::code_object_version for a HIP runtime of version `hip_version`, as
+// hipRuntimeGetVersion reports it (50223144 for 5.2.3).
+int hip_code_object_version(int hip_version);
+
 class HipLoader {
  public:
   // Opens the runtime (libamdhip64.so, else .so.6, else .so.5) and picks AMD GPU `ordinal`.
@@ -34,6 +38,10 @@ class HipLoader {
 
   // The device's full target ID, e.g. "gfx90a:sramecc+:xnack-": what to fetch for.
   const std::string& arch() const { return m_arch; }
+  // The newest HSA code object version this runtime loads, for
+  // CompileRequest.amd_code_object_version: 4 under ROCm 5 (Debian's HIP 5.2), 5 under ROCm 6.0
+  // and 6.1; 0 (anything LLVM writes) from ROCm 6.2.
+  int code_object_version() const { return m_code_object_version; }
 
   class Module;
   using Dim3 = Loader::Dim3;
@@ -57,6 +65,7 @@ class HipLoader {
   std::unique_ptr<HipApi> m_api;
   int m_device = 0;
   std::string m_arch;
+  int m_code_object_version = 0;
   std::vector<std::uint64_t> m_allocations;
   friend class Module;
 };

@@ -100,6 +100,10 @@ typedef struct kcache_job {
   size_t nvrtc_option_count;
   const char *const *name_expressions;
   size_t name_expression_count;
+  /* AMD jobs (gfx archs): the newest HSA code object version the runtime that loads the images
+   * takes (4 for ROCm 5 and Debian's HIP 5.2); 0 (the default): the daemon's own, 5, and 6 for
+   * generic targets, which a lower version refuses. */
+  long amd_code_object_version;
 } kcache_job;
 
 #define KCACHE_DRIVER_THIS_MACHINE 0L

@@ -110,6 +110,10 @@ struct JobSpec {
   // daemon emits (kcache/driver.hpp, ptx_isa_cap_for); 0: the daemon's own newest. Its cubins
   // are then left out: they come from a toolkit newer than the driver.
   int ptx_isa_cap = 0;
+  // AMD: the newest code object version the client's runtime loads, when below what the daemon
+  // writes (4 or 5; canonicalize makes 6 and up 0): 0, the daemon's own (5, 6 for generic
+  // targets, which need 6).
+  int amd_code_object_cap = 0;
   SourceJob source;  // format cuda_cpp only; empty otherwise
 
   std::size_t module_count() const { return 1 + linked_formats.size(); }
@@ -118,6 +122,10 @@ struct JobSpec {
   // Whether this is a CUDA C++ source job (format cuda_cpp).
   bool is_source() const;
 };
+
+// The HSA code object versions LLVM 22 writes (JobSpec::amd_code_object_cap).
+inline constexpr int k_min_amd_code_object = 4;
+inline constexpr int k_max_amd_code_object = 6;
 
 // The most modules one job may link.
 inline constexpr std::size_t k_max_job_modules = 64;
