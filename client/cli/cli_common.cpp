@@ -42,6 +42,7 @@ void GlobalFlags::add_to(CLI::App& app) {
 }
 
 void JobFlags::add_to(CLI::App& cmd) {
+  m_cmd = &cmd;
   cmd.add_option("FILE", files,
                  "Module: LLVM bitcode (.bc), text IR (.ll), PTX (.ptx) or CUDA C++ (.cu, compiled by the daemon's "
                  "NVRTC); several device modules are linked into one image per arch (relocatable device code)")
@@ -69,8 +70,8 @@ void JobFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-I,--include-dir", include_dirs,
                  "CUDA C++: a folder where the headers the source includes are found; they are sent with it")
       ->check(CLI::ExistingDirectory);
-  cmd.add_option("-D,--define", defines, "CUDA C++: define a macro, NAME or NAME=VALUE (repeatable)");
-  cmd.add_option("-U,--undefine", undefines, "CUDA C++: undefine a macro (repeatable)");
+  m_define = cmd.add_option("-D,--define", defines, "CUDA C++: define a macro, NAME or NAME=VALUE (repeatable)");
+  m_undefine = cmd.add_option("-U,--undefine", undefines, "CUDA C++: undefine a macro (repeatable)");
   cmd.add_option("--std", std, "CUDA C++: the language standard, c++17 (NVRTC's default when absent)");
   cmd.add_option("--name-expr", name_exprs,
                  "CUDA C++: a kernel or template instantiation to name, 'scale<float>'; its lowered (mangled) "
@@ -85,6 +86,23 @@ void JobFlags::add_to(CLI::App& cmd) {
                  "AMD: the newest HSA code object version the runtime that loads the images takes (4 for ROCm 5 "
                  "and Debian's HIP 5.2; default: the daemon's own, 5, and 6 for generic targets)")
       ->check(CLI::Range(k_min_amd_code_object, k_max_amd_code_object));
+  for (CLI::Option* o : cmd.get_options()) {
+    if (!o->get_positional()) o->allow_extra_args(false);
+  }
+}
+
+std::vector<std::string> JobFlags::macro_options() const {
+  std::vector<std::string> out;
+  std::size_t d = 0, u = 0;
+  if (m_cmd != nullptr) {  // flags from a command line; a manifest's come without one
+    for (const CLI::Option* o : m_cmd->parse_order()) {  // one entry per value: they take one each
+      if (o == m_define && d < defines.size()) out.push_back("-D" + defines[d++]);
+      if (o == m_undefine && u < undefines.size()) out.push_back("-U" + undefines[u++]);
+    }
+  }
+  for (; d < defines.size(); ++d) out.push_back("-D" + defines[d]);
+  for (; u < undefines.size(); ++u) out.push_back("-U" + undefines[u]);
+  return out;
 }
 
 JobInput JobFlags::read() const {
@@ -123,8 +141,8 @@ JobInput JobFlags::read() const {
   SourceJob& source = spec.source;
   if (!std.empty()) source.nvrtc_options.push_back("--std=" + std);
   source.nvrtc_options.insert(source.nvrtc_options.end(), nvrtc_options.begin(), nvrtc_options.end());
-  for (const std::string& d : defines) source.nvrtc_options.push_back("-D" + d);
-  for (const std::string& u : undefines) source.nvrtc_options.push_back("-U" + u);
+  std::vector<std::string> macros = macro_options();
+  source.nvrtc_options.insert(source.nvrtc_options.end(), macros.begin(), macros.end());
   source.name_expressions = name_exprs;
   std::vector<std::filesystem::path> dirs(include_dirs.begin(), include_dirs.end());
   std::filesystem::path source_dir = std::filesystem::path(files[0]).parent_path();

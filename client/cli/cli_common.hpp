@@ -81,11 +81,19 @@ struct JobFlags {
   std::vector<std::string> name_exprs;    // --name-expr 'scale<float>'
   std::vector<std::string> nvrtc_options; // -Xnvrtc OPTION: any other allowed NVRTC option
 
+  // Every repeatable option takes one value per use (`-D N=4 k.cu` leaves k.cu a FILE).
   void add_to(CLI::App& cmd);
   // Reads every file and builds the job's spec (formats from --format, else inferred per file).
   JobInput read() const;
   // The image kinds; fails on a bad --emit.
   std::vector<ImageKind> kinds() const;
+
+ private:
+  // -D and -U in the order given: NVRTC applies them in order, so `-U N -D N=4` defines N.
+  std::vector<std::string> macro_options() const;
+  const CLI::App* m_cmd = nullptr;
+  const CLI::Option* m_define = nullptr;
+  const CLI::Option* m_undefine = nullptr;
 };
 
 // --driver's value (12.4) as a CUDA version; 0 when not given. A malformed one fails (usage).

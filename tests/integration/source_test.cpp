@@ -208,6 +208,18 @@ TEST_F(Source, TheCliCompilesKeysAndPrecompilesASourceWithItsIncludeFolders) {
                      m_daemon->address());
   ASSERT_EQ(key.exit_code, 0) << key.err;
   EXPECT_EQ(key.out.substr(0, 64), j["key"].get<std::string>());
+  // Options before the file take one value each (the file is not taken for a macro), and -D and
+  // -U count in the order given, as NVRTC applies them: -U then -D defines the macro.
+  auto first_options = run_cli({"key", "-I", inc, "--std", "c++17", "-U", "ITEMS_PER_THREAD", "-D", "ITEMS_PER_THREAD=2",
+                                "--name-expr", "scale_half", src},
+                               m_daemon->address());
+  ASSERT_EQ(first_options.exit_code, 0) << first_options.err;
+  EXPECT_EQ(first_options.out.substr(0, 64), j["key"].get<std::string>());
+  auto undefined_last = run_cli({"key", "-I", inc, "--std", "c++17", "-D", "ITEMS_PER_THREAD=2", "-U", "ITEMS_PER_THREAD",
+                                 "--name-expr", "scale_half", src},
+                                m_daemon->address());
+  ASSERT_EQ(undefined_last.exit_code, 0) << undefined_last.err;
+  EXPECT_NE(undefined_last.out.substr(0, 64), j["key"].get<std::string>()) << "-U last leaves the macro undefined";
   // Without -I the client finds no ops/functors.cuh to send, and the daemon names it.
   auto unfound = run_cli({"compile", src, "--arch", "sm_90"}, m_daemon->address());
   EXPECT_EQ(unfound.exit_code, 3) << unfound.out;
