@@ -14,32 +14,6 @@
 namespace kcache::server {
 namespace {
 
-// Fills registers, shared/local memory and spills from `ptxas -v` output into `kernels`.
-void read_resource_usage(const std::string& log, std::vector<KernelInfo>& kernels) {
-  static const std::regex compiling(R"(Compiling entry function '([^']+)')");
-  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  static const std::regex used(R"(Used (\d+) registers)");
-  static const std::regex smem(R"((\d+) bytes smem)");
-  KernelInfo* current = nullptr;
-  std::istringstream lines(log);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, compiling)) {
-      auto it = std::find_if(kernels.begin(), kernels.end(), [&](const KernelInfo& k) { return k.name == m[1]; });
-      current = it == kernels.end() ? &kernels.emplace_back(KernelInfo{.name = m[1]}) : &*it;
-      continue;
-    }
-    if (current == nullptr) continue;
-    if (std::regex_search(line, m, frame)) {
-      current->local_bytes = std::stoull(m[1]);
-      current->spill_stores = static_cast<std::uint32_t>(std::stoul(m[2]));
-      current->spill_loads = static_cast<std::uint32_t>(std::stoul(m[3]));
-    }
-    if (std::regex_search(line, m, used)) current->registers = static_cast<std::uint32_t>(std::stoul(m[1]));
-    if (std::regex_search(line, m, smem)) current->shared_bytes = std::stoull(m[1]);
-  }
-}
-
 struct Assembled {
   std::string cubin;
   std::string log;  // resource usage per kernel, warnings
@@ -108,6 +82,42 @@ Expected<Assembled> assemble_with_nvjitlink(const Toolchain& toolchain, const Co
 }
 
 }  // namespace
+
+void read_resource_usage(const std::string& log, std::vector<KernelInfo>& kernels) {
+  static const std::regex compiling(R"(Compiling entry function '([^']+)')");
+  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex used(R"(Used (\d+) registers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  KernelInfo* current = nullptr;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, compiling)) {
+      auto it = std::find_if(kernels.begin(), kernels.end(), [&](const KernelInfo& k) { return k.name == m[1]; });
+      current = it == kernels.end() ? &kernels.emplace_back(KernelInfo{.name = m[1]}) : &*it;
+      continue;
+    }
+    if (current == nullptr) continue;
+    if (std::regex_search(line, m, frame)) {
+      current->local_bytes = std::stoull(m[1]);
+      current->spill_stores = static_cast<std::uint32_t>(std::stoul(m[2]));
+      current->spill_loads = static_cast<std::uint32_t>(std::stoul(m[3]));
+    }
+    if (std::regex_search(line, m, used)) current->registers = static_cast<std::uint32_t>(std::stoul(m[1]));
+    if (std::regex_search(line, m, smem)) current->shared_bytes = std::stoull(m[1]);
+  }
+}
+
+std::string without_resource_usage(const std::string& log) {
+  std::string out;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    bool usage = line.starts_with("ptxas info") || line.find("bytes stack frame, ") != std::string::npos;
+    if (!usage) out += line + "\n";
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
 
 std::vector<KernelInfo> ptx_entries(std::string_view ptx) {
   static const std::regex entry(R"(\.entry\s+([A-Za-z_$%][A-Za-z0-9_$%]*))");

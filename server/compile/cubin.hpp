@@ -18,6 +18,13 @@ namespace kcache::server {
 Expected<Image> assemble_cubin(const Toolchain& toolchain, const CompileJob& job, const std::vector<std::string_view>& ptx,
                                const std::string& arch, bool user_ptx, std::vector<std::string>& diagnostics);
 
+// Fills registers, shared/local memory and spills from `ptxas -v` output (ptxas's, nvJitLink's,
+// NVRTC's with --ptxas-options=-v) into `kernels`, adding kernels it names that are not there.
+void read_resource_usage(const std::string& log, std::vector<KernelInfo>& kernels);
+
+// `log` without ptxas's resource-usage lines: what is left is warnings and notes for people.
+std::string without_resource_usage(const std::string& log);
+
 // Kernel names of a PTX module, from its .entry directives.
 std::vector<KernelInfo> ptx_entries(std::string_view ptx);
 

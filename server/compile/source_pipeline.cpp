@@ -98,7 +98,9 @@ Expected<CompileOutput> compile_source(const Toolchain& toolchain, const Compile
       }
       return compiled;
     }
-    if (!compiled->log.empty()) out.diagnostics.push_back(unscratched(compiled->log));
+    // NVRTC's log holds ptxas's resource usage too, when asked for (below): read apart.
+    std::string log = without_resource_usage(compiled->log);
+    if (!log.empty()) out.diagnostics.push_back(unscratched(std::move(log)));
     return compiled;
   };
 
@@ -119,13 +121,19 @@ Expected<CompileOutput> compile_source(const Toolchain& toolchain, const Compile
       made.push_back(std::move(image));
     };
     if (wants(ImageKind::ptx) || wants(ImageKind::cubin)) {
-      auto compiled = run({"-arch=" + arch});
+      // ptxas's -v report (registers, memory, spills per kernel) comes in NVRTC's log; it changes
+      // nothing in the cubin.
+      std::vector<std::string> options = {"-arch=" + arch};
+      if (wants(ImageKind::cubin)) options.push_back("--ptxas-options=-v");
+      auto compiled = run(options);
       if (!compiled) return compiled.error();
       std::vector<KernelInfo> kernels = ptx_entries(compiled->ptx);
+      std::vector<KernelInfo> cubin_kernels = kernels;
+      read_resource_usage(compiled->log, cubin_kernels);
       if (wants(ImageKind::ptx)) add(ImageKind::ptx, std::move(compiled->ptx), kernels, compiled->lowered_names);
       if (wants(ImageKind::cubin)) {
         if (compiled->cubin.empty()) return make_error(ErrorCode::k_internal, "NVRTC made no cubin for " + arch);
-        add(ImageKind::cubin, std::move(compiled->cubin), kernels, compiled->lowered_names);
+        add(ImageKind::cubin, std::move(compiled->cubin), std::move(cubin_kernels), compiled->lowered_names);
       }
     }
     if (wants(ImageKind::ltoir)) {

@@ -80,7 +80,13 @@ TEST_F(Source, TemplatesWithNestedAndToolkitHeadersCompileThenHitWithTheirLowere
       EXPECT_NE(image.data().find(".entry " + n.lowered()), std::string::npos) << n.lowered();
     }
     if (image.kind() == v1::KIND_PTX) { EXPECT_NE(image.data().find(".target " + image.arch()), std::string::npos); }
-    if (image.kind() == v1::KIND_CUBIN) { EXPECT_EQ(image.data().substr(0, 4), "\x7f" "ELF"); }
+    if (image.kind() == v1::KIND_CUBIN) {
+      EXPECT_EQ(image.data().substr(0, 4), "\x7f" "ELF");
+      // ptxas's report through NVRTC: every kernel with its registers (the reduction's shared
+      // memory is dynamic, sized at launch, so none is static).
+      ASSERT_GE(image.kernels_size(), 3) << image.arch();
+      for (const v1::KernelInfo& k : image.kernels()) EXPECT_GT(k.registers(), 0u) << k.name();
+    }
     if (image.kind() == v1::KIND_LTOIR) { EXPECT_GT(image.size(), 0u); }
   }
   EXPECT_EQ(first->images(0).lowered_names(0).expression(), "block_reduce<__half, 128, ops::Max<__half>>");
@@ -92,7 +98,9 @@ TEST_F(Source, TemplatesWithNestedAndToolkitHeadersCompileThenHitWithTheirLowere
   for (int i = 0; i < first->images_size(); ++i) {
     EXPECT_EQ(second->images(i).sha256(), first->images(i).sha256());
     EXPECT_EQ(second->images(i).lowered_names_size(), 3);
+    EXPECT_EQ(second->images(i).kernels_size(), first->images(i).kernels_size());
   }
+  for (const std::string& d : first->diagnostics()) EXPECT_EQ(d.find("ptxas info"), std::string::npos) << d;
   // Lowered names live in the store with the images: they survive a restart.
   restart();
   auto third = m_client->compile(request);
