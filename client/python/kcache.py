@@ -67,6 +67,7 @@ class _Job(ctypes.Structure):
         ("include_dirs", _StrArray), ("include_dir_count", ctypes.c_size_t),
         ("nvrtc_options", _StrArray), ("nvrtc_option_count", ctypes.c_size_t),
         ("name_expressions", _StrArray), ("name_expression_count", ctypes.c_size_t),
+        ("amd_code_object_version", ctypes.c_long),
     ]
 
 
@@ -180,12 +181,14 @@ class Client:
         if status != 0:
             raise Error(status, self._lib.kcache_last_error().decode(errors="replace"))
 
-    def _job(self, fmt, side, archs, kinds, options, name_expressions, headers, include_dirs, driver, keep):
+    def _job(self, fmt, side, archs, kinds, options, name_expressions, headers, include_dirs, driver, keep,
+             amd_code_object=0):
         job = _Job()
         self._lib.kcache_job_init_size(ctypes.byref(job), ctypes.sizeof(_Job))
         job.format = _FORMATS[fmt]
         job.side = _SIDES[side]
         job.driver_version = driver
+        job.amd_code_object_version = amd_code_object
         arr, n, enc = _strings(archs)
         job.archs, job.arch_count = arr, n
         keep += [arr, enc]
@@ -217,11 +220,11 @@ class Client:
         return job
 
     def _compile(self, module, fmt, side, archs, kinds, options=(), name_expressions=(), headers=None,
-                 include_dirs=(), driver=DRIVER_NONE):
+                 include_dirs=(), driver=DRIVER_NONE, amd_code_object=0):
         module = module.encode() if isinstance(module, str) else bytes(module)
         keep = []
         job = self._job(fmt, side, list(archs), list(kinds), list(options), list(name_expressions), dict(headers or {}),
-                        list(include_dirs), driver, keep)
+                        list(include_dirs), driver, keep, amd_code_object)
         result = ctypes.c_void_p()
         self._check(self._lib.kcache_compile(self._handle, module, len(module), ctypes.byref(job), ctypes.byref(result)))
         try:
@@ -239,11 +242,13 @@ class Client:
         from `archs`). Kinds: "ptx", "cubin", "ltoir". Returns Images (a list, with .key and .hit)."""
         return self._compile(source, "cu", "device", archs, kinds, options, name_expressions, headers, include_dirs)
 
-    def compile_ir(self, module, archs=(), kinds=(), side="device", fmt="infer", driver=DRIVER_NONE):
-        """Compiles an LLVM IR module (text or bitcode; or PTX to cubin) for `archs`, or hits.
-        `driver`: the CUDA driver version that will load the images (12040), DRIVER_NONE, or
-        DRIVER_THIS_MACHINE."""
-        return self._compile(module, fmt, side, archs, kinds, driver=driver)
+    def compile_ir(self, module, archs=(), kinds=(), side="device", fmt="infer", driver=DRIVER_NONE,
+                   amd_code_object=0):
+        """Compiles an LLVM IR module (text or bitcode; or PTX to cubin) for `archs` (sm_90, or AMD
+        target IDs such as gfx90a), or hits. `driver`: the CUDA driver version that will load the
+        images (12040), DRIVER_NONE, or DRIVER_THIS_MACHINE. `amd_code_object`: for AMD jobs, the
+        newest code object version the HIP runtime loads (4 for ROCm 5); 0, the daemon's own."""
+        return self._compile(module, fmt, side, archs, kinds, driver=driver, amd_code_object=amd_code_object)
 
     def fetch(self, key, arch, kind="any", side="device"):
         """The best stored image of `key` for a device of `arch` (sm_90), restricted to `kind` unless

@@ -121,6 +121,20 @@ class PythonModule(unittest.TestCase):
             self.client.compile_ir(ir, archs=["sm_80"], kinds=["bogus"])
         self.assertEqual(wrong.exception.status, 3)
 
+    def test_amd_code_objects_at_the_version_the_runtime_loads(self):
+        ir = (DATA / "amd" / "reference_saxpy.ll").read_text()
+        try:
+            current = self.client.compile_ir(ir, archs=["gfx90a"], kinds=["hsaco"], driver=kcache.DRIVER_NONE)
+        except kcache.Error as e:
+            if e.status == 9:  # FAILED_PRECONDITION: this kcached found no ld.lld
+                self.skipTest(str(e))
+            raise
+        older = self.client.compile_ir(ir, archs=["gfx90a"], kinds=["hsaco"], driver=kcache.DRIVER_NONE,
+                                       amd_code_object=4)
+        self.assertEqual(current[0].data[8], 3)  # EI_ABIVERSION: code object version 5
+        self.assertEqual(older[0].data[8], 2)  # version 4
+        self.assertNotEqual(older.key, current.key)
+
 
 if __name__ == "__main__":
     result = unittest.main(verbosity=2, exit=False).result
