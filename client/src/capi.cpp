@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "kcache/amd_target.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
+#include "kcache/job.hpp"
 #include "kcache/loader.hpp"
 #include "kcache/source_headers.hpp"
 #include "wire/wire.hpp"
@@ -121,7 +123,9 @@ kcache::Expected<void> add_source(const kcache_job* job, kcache::v1::CompileRequ
   return {};
 }
 
-kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job) {
+// `device_arch`: the device fetch_or_compile fetches for, which joins the job's archs.
+kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job,
+                                                        const char* device_arch = nullptr) {
   using namespace kcache;
   if (module == nullptr && size > 0) return make_error(ErrorCode::k_invalid_argument, "module is NULL but size is not 0");
   if (job == nullptr) return make_error(ErrorCode::k_invalid_argument, "job is NULL: call kcache_job_init");
@@ -178,6 +182,13 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
   } else {
     r.set_driver_version(installed_driver_version());  // a caller from before the field: this machine's
   }
+  // This machine's CUDA driver says nothing about an AMD job's images: only a stated one is kept
+  // (and refused, as CUDA's).
+  bool stated = KCACHE_JOB_HAS(job, driver_version) && job->driver_version > 0;
+  std::vector<std::string> archs(r.archs().begin(), r.archs().end());
+  if (device_arch != nullptr) archs.emplace_back(device_arch);
+  std::string target = r.target().empty() ? implied_device_target(archs) : r.target();
+  if (!stated && target == k_amd_device_triple) r.set_driver_version(0);
   // NVRTC's output is for its own toolkit: a source job states no driver unless the caller did.
   if (job->format == KCACHE_FORMAT_CUDA && !(KCACHE_JOB_HAS(job, driver_version) && job->driver_version > 0)) {
     r.set_driver_version(0);
@@ -263,7 +274,7 @@ kcache_status kcache_fetch_or_compile(kcache_client* client, const void* module,
     if (client == nullptr || device_arch == nullptr || out == nullptr) {
       return fail(KCACHE_INVALID_ARGUMENT, "client, device_arch and out must not be NULL");
     }
-    auto request = to_request(module, module_size, job);
+    auto request = to_request(module, module_size, job, device_arch);
     if (!request) return fail(request.error());
     auto fetched = client->client->fetch_or_compile(*request, device_arch);
     if (!fetched) return fail(fetched.error());
