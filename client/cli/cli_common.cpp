@@ -3,6 +3,10 @@
 #include "kcache/file_names.hpp"
 #include "kcache/source_headers.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -194,7 +198,31 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+namespace {
+
+// Whether `path` is a regular file holding exactly `data`.
+bool holds(const std::filesystem::path& path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool same = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == data.size();
+  std::string existing(same ? data.size() : 0, '\0');
+  for (std::size_t at = 0; same && at < existing.size();) {
+    ssize_t n = ::read(fd, existing.data() + at, existing.size() - at);
+    if (n <= 0) same = false;
+    else at += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return same && existing == data;
+}
+
+}  // namespace
+
 void write_file(const std::filesystem::path& path, std::string_view data) {
+  // An output already holding these exact bytes (a build step run again) is kept and given the
+  // time of now, as a rewrite would: the build tool sees a fresh output, and the file system is
+  // spared truncating and writing it again (on ext4, a truncated file is flushed on close).
+  if (holds(path, data) && ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) == 0) return;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) fail(k_exit_error, "cannot write " + path.string() + ": " + std::strerror(errno));
   f.write(data.data(), static_cast<std::streamsize>(data.size()));

@@ -135,7 +135,11 @@ def check_container(source_dir, binaries):
     else:
         libs = {}  # library path -> the binary that loads it
         for binary in binaries:
-            out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+            run = subprocess.run(["ldd", binary], capture_output=True, text=True)
+            if "not a dynamic executable" in run.stdout + run.stderr:
+                continue  # static (the kcache front end): it loads no shared library
+            run.check_returncode()
+            out = run.stdout
             for lib in re.findall(r"=>\s+(/\S+)", out):
                 libs.setdefault(lib, os.path.basename(binary))
         needed = {}

@@ -1,6 +1,7 @@
 // The kcache command line: the contract scripts rely on (subcommands, --json fields, output
 // files, exit codes, server resolution).
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include "kcache/file_names.hpp"
@@ -45,6 +46,39 @@ TEST_F(Cli, CompileWritesOneFilePerImageAndReportsMissThenHit) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(parse_json(second)["outcome"], "hit");
   EXPECT_EQ(parse_json(second)["key"], j["key"]);
+}
+
+// A hit whose output already holds the image's bytes keeps the file and gives it the time of now,
+// as a rewrite would (make sees a fresh output); other bytes in it, of any size, are replaced.
+TEST_F(Cli, AnOutputHoldingTheImageAlreadyIsKeptAndTouched) {
+  std::filesystem::path src = m_dir.path() / "saxpy.ll", out = m_dir.path() / "k.ptx";
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  std::vector<std::string> args = {"compile", src.string(), "--arch", "sm_90", "-o", out.string()};
+  ASSERT_EQ(run_cli(args, m_daemon->address()).exit_code, 0);
+  const std::string image = read_file(out);
+  ASSERT_FALSE(image.empty());
+  auto inode = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat(out.c_str(), &st), 0);
+    return st.st_ino;
+  };
+  const auto before = inode();
+  const auto past = std::filesystem::last_write_time(out) - std::chrono::hours(1);
+  std::filesystem::last_write_time(out, past);
+  auto again = run_cli(args, m_daemon->address());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(again.out.starts_with("hit ")) << again.out;
+  EXPECT_EQ(read_file(out), image);
+  EXPECT_EQ(inode(), before);
+  EXPECT_GT(std::filesystem::last_write_time(out), past + std::chrono::minutes(30)) << "touched";
+
+  std::string same_size(image.size(), 'x');
+  write_file(out, same_size);
+  ASSERT_EQ(run_cli(args, m_daemon->address()).exit_code, 0);
+  EXPECT_EQ(read_file(out), image);
+  write_file(out, image + "trailing");
+  ASSERT_EQ(run_cli(args, m_daemon->address()).exit_code, 0);
+  EXPECT_EQ(read_file(out), image);
 }
 
 TEST_F(Cli, KeyFetchLookupAndStatsAgree) {
