@@ -332,6 +332,11 @@ void RedisCluster::wait_until_ok(std::chrono::milliseconds timeout) const {
   for (auto deadline = Clock::now() + timeout; Clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
     why.clear();
     std::optional<std::vector<int>> agreed;
+    std::map<int, bool> role_of;  // what each running node says it is
+    for (const auto& n : m_nodes) {
+      if (!n->running()) continue;
+      role_of[n->port()] = info_field(n->cli_ok({"INFO", "replication"}), "role") == "master";
+    }
     for (const auto& n : m_nodes) {
       if (!n->running()) continue;
       std::string state = info_field(n->cli_ok({"CLUSTER", "INFO"}), "cluster_state");
@@ -353,6 +358,16 @@ void RedisCluster::wait_until_ok(std::chrono::milliseconds timeout) const {
         why = n->address() + " does not agree with the others on who serves which slot";
         break;
       }
+      // Gossip tells the others that a node became a replica some time after it did: until every
+      // view agrees with each node's own role, primaries() may still count a replica.
+      for (const auto& [port, primary] : role_of) {
+        if (v.primary.count(port) && v.primary[port] != primary) {
+          why = n->address() + " still takes 127.0.0.1:" + std::to_string(port) + " for a " +
+                (primary ? "replica" : "primary");
+          break;
+        }
+      }
+      if (!why.empty()) break;
       agreed = std::move(v.slot_owner);
     }
     if (why.empty()) return;
