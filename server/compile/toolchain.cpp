@@ -211,7 +211,9 @@ std::string cuda_headers_digest(const std::vector<std::filesystem::path>& includ
       auto size = it->file_size(stat_ec);
       auto mtime = it->last_write_time(stat_ec).time_since_epoch().count();
       if (stat_ec) continue;
-      lines.push_back(dir.filename().string() + "/" + std::filesystem::relative(it->path(), dir).string() + " " +
+      // Lexically: the iterator's paths all start with `dir`, and relative() would resolve every
+      // component of each (a readlink per component, for 2,000 headers at each daemon and worker start).
+      lines.push_back(dir.filename().string() + "/" + it->path().lexically_relative(dir).string() + " " +
                       std::to_string(size) + " " + std::to_string(mtime));
     }
   }
