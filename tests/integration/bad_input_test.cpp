@@ -19,7 +19,7 @@ class BadInput : public DaemonTest {
   }
 
   void expect_still_serving() {
-    auto ok = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
+    auto ok = compile_once_a_worker_is_free(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
     ASSERT_TRUE(ok) << ok.error().message;
   }
 };

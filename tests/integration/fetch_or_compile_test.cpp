@@ -9,6 +9,14 @@ namespace {
 
 using FetchOrCompile = DaemonTest;
 
+// A client that retries for about 30 s: a daemon restarted on a busy 2-core machine (tests
+// running beside it) can take several seconds to answer again, past the default's 4 s of backoff.
+std::unique_ptr<Client> patient_client(const std::string& address) {
+  ClientOptions options{address};
+  options.max_attempts = 36;
+  return std::make_unique<Client>(options);
+}
+
 TEST_F(FetchOrCompile, MissCompilesThenHitIsOneFetch) {
   v1::CompileRequest request = device_request(read_test_data("kernels/saxpy.ll"), {});
   auto first = m_client->fetch_or_compile(request, "sm_90");
@@ -26,6 +34,7 @@ TEST_F(FetchOrCompile, MissCompilesThenHitIsOneFetch) {
 
 TEST_F(FetchOrCompile, RidesOutADaemonStoppedAndRestartedMidway) {
   std::string address = m_daemon->address();
+  m_client = patient_client(address);
   ASSERT_EQ(m_daemon->stop(), 0);
   Expected<FetchedImage> result = make_error(ErrorCode::k_unknown, "not run");
   std::thread load([&] { result = m_client->fetch_or_compile(device_request(read_test_data("kernels/saxpy.ll"), {}), "sm_80"); });
@@ -42,6 +51,7 @@ TEST_F(FetchOrCompile, ACompileRidesOutADaemonStoppedAndRestartedToo) {
   // compile() alone retries as fetch_or_compile does: a connection lost or refused is tried again
   // on a fresh channel.
   std::string address = m_daemon->address();
+  m_client = patient_client(address);
   ASSERT_EQ(m_daemon->stop(), 0);
   Expected<v1::CompileResponse> result = make_error(ErrorCode::k_unknown, "not run");
   std::thread load([&] { result = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"})); });
