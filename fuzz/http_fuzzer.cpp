@@ -44,6 +44,20 @@ Router& router() {
       res.set_header("X-Kcache-Fingerprint", std::string(64, '0'));
       res.set_content(std::string(64, '0') + "\n", "text/plain");
     });
+    // The fast route takes plain requests first; one that declines leaves them to the route below.
+    made->fast_get("/v1/select/", [](const kcache::server::PlainGet& req, const kcache::server::Endpoints&,
+                                     httplib::Response& res) {
+      if (req.param("decline")) return false;
+      auto body = std::make_shared<const std::string>(std::string(req.path) + std::string(req.authorization));
+      res.set_header("X-Kcache-Image", std::string(req.param("kind").value_or("none")));
+      if (req.param("error")) {
+        res.status = 404;
+        res.set_content("not found\n", "text/plain");
+      } else {
+        kcache::server::set_shared_content(res, body, *body, "application/octet-stream");
+      }
+      return true;
+    });
     made->Get(R"(/v1/select/(device|host)/([^/]+)/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
       std::string body = req.matches[1].str() + req.matches[2].str() + req.matches[3].str();
       if (req.has_param("kind")) body += req.get_param_value("kind");

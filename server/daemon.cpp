@@ -16,6 +16,7 @@
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
 #include "http.hpp"
+#include "http_request.hpp"
 #include "metrics.hpp"
 #include "service/http_api.hpp"
 #include "service/auth.hpp"
@@ -242,7 +243,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     }
     HttpTls tls{config.tls_cert.string(), config.tls_key.string(), config.tls_client_ca.string()};
     auto http = HttpListener::start(*http_listen, "--http-listen", tls, HttpLimits{},
-                                    [&](httplib::Server& server) { add_http_api_routes(server, *d->m_service, *d->m_metrics); });
+                                    [&](Router& server) { add_http_api_routes(server, *d->m_service, *d->m_metrics); });
     if (!http) return http.error();
     d->m_http = std::move(*http);
     d->m_service->set_http_port(d->m_http->port());
@@ -254,7 +255,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     HttpLimits limits;
     limits.threads = 2;  // one scraper, now and then
     limits.max_connections = 64;
-    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, limits, [&](httplib::Server& server) {
+    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, limits, [&](Router& server) {
       add_metrics_route(server, [service = d->m_service.get()] { return service->snapshot(); });
     });
     if (!metrics) return metrics.error();

@@ -615,6 +615,9 @@ void HttpListener::Impl::on_event(Loop& l, Connection& c) {
         c.deadline = Clock::now() + m_limits.request_time;
       }
       c.in.append(buffer, static_cast<std::size_t>(n));
+      // A short read took all there was: epoll (level-triggered) says when more comes, so one
+      // more recv here would only answer EAGAIN, a system call per request for nothing.
+      if (c.ssl == nullptr && static_cast<std::size_t>(n) < sizeof buffer) break;
     }
   }
   advance(l, c);
@@ -705,7 +708,7 @@ int HttpListener::port() const { return m_impl->m_port; }
 
 Expected<std::unique_ptr<HttpListener>> HttpListener::start(const std::string& listen, const std::string& what,
                                                             const HttpTls& tls, const HttpLimits& limits,
-                                                            const std::function<void(httplib::Server&)>& routes) {
+                                                            const std::function<void(Router&)>& routes) {
   auto address = parse_listen_address(listen, what);
   if (!address) return address.error();
   auto impl = std::make_unique<Impl>(what, limits);

@@ -31,11 +31,9 @@
 
 #include "kcache/expected.hpp"
 
-namespace httplib {
-class Server;
-}
-
 namespace kcache::server {
+
+class Router;  // http_request.hpp: cpp-httplib's router, with the fast routes
 
 // PEM files for HTTPS: the server's chain and key, and a client CA that makes client certificates
 // required (mutual TLS). All empty: plain HTTP.
@@ -64,7 +62,7 @@ class HttpListener {
   // ("--metrics-listen").
   static Expected<std::unique_ptr<HttpListener>> start(const std::string& listen, const std::string& what,
                                                        const HttpTls& tls, const HttpLimits& limits,
-                                                       const std::function<void(httplib::Server&)>& routes);
+                                                       const std::function<void(Router&)>& routes);
   ~HttpListener();  // stops accepting, cuts every connection, joins the threads
   int port() const;
 

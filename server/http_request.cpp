@@ -56,7 +56,128 @@ class RequestStream final : public httplib::Stream {
   bool m_failed = false;
 };
 
+// ASCII letters compared without case, as HTTP compares header names.
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+std::string_view trimmed(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  return value;
+}
+
+// RFC 9110's tchar: what a header name is made of.
+bool is_token_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$&'*+-.^_`|~", c) != nullptr;
+}
+
+// A query cpp-httplib would read exactly as PlainGet::param does: items of one name and one value,
+// neither empty, with nothing to decode.
+bool plain_query(std::string_view query) {
+  while (!query.empty()) {
+    std::string_view item = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), item.size() + 1));
+    auto eq = item.find('=');
+    if (eq == 0 || eq == std::string_view::npos || eq + 1 == item.size() ||
+        item.find('=', eq + 1) != std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+  }
+}
+
 }  // namespace
+
+std::optional<std::string_view> PlainGet::param(std::string_view name) const {
+  for (std::string_view rest = query; !rest.empty();) {
+    std::string_view item = rest.substr(0, rest.find('&'));
+    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+    auto eq = item.find('=');
+    if (item.substr(0, eq) == name) return item.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<PlainGet> parse_plain_get(std::string_view head) {
+  constexpr std::string_view k_version = " HTTP/1.1";
+  std::size_t eol = head.find("\r\n");
+  if (!head.starts_with("GET /") || eol == std::string_view::npos) return std::nullopt;
+  std::string_view line = head.substr(0, eol);
+  if (!line.ends_with(k_version)) return std::nullopt;
+  std::string_view target = line.substr(4, line.size() - 4 - k_version.size());
+  for (char c : target) {
+    if (c <= ' ' || c >= 0x7f || c == '%' || c == '+' || c == '#') return std::nullopt;
+  }
+  PlainGet get;
+  auto question = target.find('?');
+  get.path = target.substr(0, question);
+  if (question != std::string_view::npos) get.query = target.substr(question + 1);
+  if (!plain_query(get.query)) return std::nullopt;
+  bool seen_authorization = false, seen_connection = false;
+  for (std::size_t pos = eol + 2;;) {
+    std::size_t next = head.find("\r\n", pos);
+    if (next == std::string_view::npos) return std::nullopt;
+    if (next == pos) break;  // the blank line
+    std::string_view field = head.substr(pos, next - pos);
+    pos = next + 2;
+    auto colon = field.find(':');
+    if (colon == 0 || colon == std::string_view::npos) return std::nullopt;
+    std::string_view name = field.substr(0, colon);
+    if (!std::all_of(name.begin(), name.end(), is_token_char)) return std::nullopt;
+    std::string_view value = trimmed(field.substr(colon + 1));
+    for (char c : value) {
+      if ((c < ' ' && c != '\t') || c >= 0x7f) return std::nullopt;
+    }
+    if (iequals(name, "authorization") && !std::exchange(seen_authorization, true)) get.authorization = value;
+    if (iequals(name, "connection") && !std::exchange(seen_connection, true)) get.close = value == "close";
+  }
+  return get;
+}
+
+const FastRoute* Router::fast_route(std::string_view path) const {
+  for (const auto& [prefix, route] : m_fast) {
+    if (path.starts_with(prefix)) return &route;
+  }
+  return nullptr;
+}
+
+std::string Router::head_of(const httplib::Response& res, bool close) const {
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " + reason_phrase(res.status) + "\r\n";
+  for (const auto& [name, value] : res.headers) {
+    if (!iequals(name, "connection") && !iequals(name, "keep-alive")) head += name + ": " + value + "\r\n";
+  }
+  if (!res.has_header("Content-Length")) head += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
+  if (close) {
+    head += "Connection: close\r\n";
+  } else {
+    head += "Keep-Alive: timeout=" + std::to_string(keep_alive_timeout_sec_) +
+            ", max=" + std::to_string(keep_alive_max_count_) + "\r\n";
+  }
+  head += "\r\n";
+  return head;
+}
 
 bool may_wait() { return !t_event_thread; }
 void defer() { t_deferred = true; }
@@ -69,11 +190,16 @@ void set_shared_content(const httplib::Request& req, httplib::Response& res, std
   // head, with this length, and answer_requests the body. The whole body, always: a Range
   // header is ignored, as RFC 9110 allows (this Request is cpp-httplib's own, not const).
   const_cast<httplib::Request&>(req).ranges.clear();
+  if (req.method == "HEAD") owner.reset();
+  set_shared_content(res, std::move(owner), bytes, content_type);
+}
+
+void set_shared_content(httplib::Response& res, std::shared_ptr<const void> owner, std::string_view bytes,
+                        const char* content_type) {
   res.status = 200;
   res.set_header("Content-Type", content_type);
   res.set_header("Content-Length", std::to_string(bytes.size()));
-  if (req.method == "HEAD") return;
-  t_shared = {std::move(owner), bytes};
+  if (owner) t_shared = {std::move(owner), bytes};
 }
 
 std::size_t header_end(std::string_view in) {
@@ -89,12 +215,10 @@ std::pair<int, std::string> request_problem(std::string_view headers) {
     line = next;
     auto colon = field.find(':');
     if (colon == std::string_view::npos) continue;
-    std::string name(field.substr(0, colon));
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    std::string_view value = field.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    if (name == "transfer-encoding" || (name == "content-length" && value.find_first_not_of('0') != std::string_view::npos)) {
+    std::string_view name = field.substr(0, colon);
+    std::string_view value = trimmed(field.substr(colon + 1));
+    if (iequals(name, "transfer-encoding") ||
+        (iequals(name, "content-length") && value.find_first_not_of('0') != std::string_view::npos)) {
       return {413, "this API takes GET requests without a body"};
     }
   }
@@ -129,11 +253,24 @@ Next answer_requests(Router& router, std::string& in, std::size_t& answered, con
       sink.write(answer.data(), answer.size());
       return Next::close;
     }
-    RequestStream stream(in, end, ends, sink);
-    bool close = false;
+    bool close = false, ok = true;
     bool last = ++answered >= k_max_requests_per_connection;
     t_deferred = false;
-    bool ok = router.answer(stream, last, close);
+    t_shared = {};
+    httplib::Response res;
+    auto plain = parse_plain_get(std::string_view(in).substr(0, end));
+    const FastRoute* route = plain ? router.fast_route(plain->path) : nullptr;
+    if (route != nullptr && (*route)(*plain, ends, res)) {
+      if (!t_deferred) {
+        close = plain->close || last;
+        std::string head = router.head_of(res, close);
+        ok = sink.write(head.data(), head.size()) &&
+             (t_shared.owner || res.body.empty() || sink.write(res.body.data(), res.body.size()));
+      }
+    } else {
+      RequestStream stream(in, end, ends, sink);
+      ok = router.answer(stream, last, close) && !stream.failed();
+    }
     auto shared = std::exchange(t_shared, {});
     if (t_deferred) {  // as if never asked: the pool answers it again
       t_deferred = false;
@@ -141,9 +278,9 @@ Next answer_requests(Router& router, std::string& in, std::size_t& answered, con
       --answered;
       return Next::defer;
     }
-    if (ok && !stream.failed() && shared.owner && !sink.write_shared(shared.owner, shared.bytes)) ok = false;
+    if (ok && shared.owner && !sink.write_shared(shared.owner, shared.bytes)) ok = false;
     in.erase(0, end);
-    if (!ok || close || last || stream.failed()) return Next::close;
+    if (!ok || close || last) return Next::close;
   }
   return Next::more;
 }

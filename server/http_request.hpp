@@ -7,10 +7,13 @@
 #include <httplib.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kcache::server {
 
@@ -39,20 +42,56 @@ Verdict judge_request(std::string_view in, std::size_t max_header_bytes);
 // A whole answer that closes the connection, for requests refused before routing.
 std::string canned_answer(int status, const std::string& reason, const std::string& message);
 
-// cpp-httplib's parser and router, without its listener: process_request is protected.
-class Router final : public httplib::Server {
- public:
-  // Parses one request from `stream`, routes it and writes the answer. False when the
-  // connection cannot go on; `close` is set when the request or `last` says to close it.
-  bool answer(httplib::Stream& stream, bool last, bool& close) { return process_request(stream, last, close, {}); }
-};
-
 // The two ends of a connection, as handlers see them (the socket only for httplib::Stream).
 struct Endpoints {
   std::string peer_ip, local_ip;
   int peer_port = 0, local_port = 0;
   int fd = -1;
 };
+
+// A GET plain enough to be answered without cpp-httplib's parser: the hot routes' requests, as
+// kcache's clients send them. cpp-httplib spends more on a request than the rest of a hit in
+// memory does (a regex per route, a header map, a stringstream for each answer's Keep-Alive).
+struct PlainGet {
+  std::string_view path;           // the target up to '?', which has no escapes to decode
+  std::string_view query;          // after '?', or empty
+  std::string_view authorization;  // the first Authorization header's value, or empty
+  bool close = false;              // Connection: close
+  // The value of the first `name`=... in the query, if any (cpp-httplib's get_param_value).
+  std::optional<std::string_view> param(std::string_view name) const;
+};
+
+// The request whose header block is `head` (request line to the blank line), when it is a GET by
+// HTTP/1.1 whose target is an origin path with no '%', '+' or '#' and whose header lines are each
+// a token, a colon and a value of visible characters. Anything else is nullopt, for cpp-httplib.
+std::optional<PlainGet> parse_plain_get(std::string_view head);
+
+// A route for PlainGet requests: it answers into `res` (status, headers, and content or
+// set_shared_content) and returns true, or returns false, having set nothing, for cpp-httplib's
+// routes to answer the request as they would any other.
+using FastRoute = std::function<bool(const PlainGet& req, const Endpoints& ends, httplib::Response& res)>;
+
+// cpp-httplib's parser and router, without its listener (process_request is protected), with
+// fast routes tried first.
+class Router final : public httplib::Server {
+ public:
+  // Parses one request from `stream`, routes it and writes the answer. False when the
+  // connection cannot go on; `close` is set when the request or `last` says to close it.
+  bool answer(httplib::Stream& stream, bool last, bool& close) { return process_request(stream, last, close, {}); }
+
+  // Tries `route` first for every PlainGet whose path starts with `prefix`.
+  void fast_get(std::string prefix, FastRoute route) { m_fast.emplace_back(std::move(prefix), std::move(route)); }
+  // The fast route for `path`, or null.
+  const FastRoute* fast_route(std::string_view path) const;
+
+  // The head of `res` as cpp-httplib would write it, with the same Keep-Alive terms, or
+  // Connection: close when `close`; Content-Length is `res`'s or its body's length.
+  std::string head_of(const httplib::Response& res, bool close) const;
+
+ private:
+  std::vector<std::pair<std::string, FastRoute>> m_fast;
+};
+
 
 // Where answers go: memory first on an event thread (sent from there without blocking), the
 // socket under a deadline for each answer on a pool thread, memory in the fuzzer.
@@ -88,6 +127,9 @@ void become_event_thread();
 // in the hot cache): the listener sends them from where they are, without copying them.
 void set_shared_content(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const void> owner,
                         std::string_view bytes, const char* content_type);
+// The same for a fast route's answer (a PlainGet is never a HEAD and asks no range).
+void set_shared_content(httplib::Response& res, std::shared_ptr<const void> owner, std::string_view bytes,
+                        const char* content_type);
 
 // What answer_requests leaves the connection to do.
 enum class Next {

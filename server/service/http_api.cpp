@@ -5,6 +5,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
 #include "http_request.hpp"
 #include "image_proto.hpp"
 #include "service/service.hpp"
@@ -40,6 +45,14 @@ void send_image(const httplib::Request& req, httplib::Response& res, std::shared
   set_shared_content(req, res, std::move(image), bytes, "application/octet-stream");
 }
 
+// What a select request asks, from either parser (cpp-httplib's or the fast route's).
+struct SelectAsk {
+  std::string_view side, key, arch;
+  std::optional<std::string_view> kind, driver;
+  std::string_view authorization;
+  const std::string& peer;
+};
+
 void send_error(httplib::Response& res, const Error& e) {
   res.status = http_status(e.code);
   res.set_header("X-Kcache-Error", error_code_name(e.code));
@@ -48,7 +61,7 @@ void send_error(httplib::Response& res, const Error& e) {
 
 }  // namespace
 
-void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics) {
+void add_http_api_routes(Router& server, KCacheService& service, Metrics& metrics) {
   // Connections, deadlines and limits are the listener's (server/http.hpp); these are the routes.
   // Each first runs on an event thread, reading only what is in memory, and defers to a pool
   // thread when the answer needs a wait (http_request.hpp).
@@ -72,35 +85,70 @@ void add_http_api_routes(httplib::Server& server, KCacheService& service, Metric
   });
 
   // Fetch over HTTP, for Client::fetch: the best image for a device by CUDA's rules, its metadata
-  // (a serialized kcache.v1.Image, with needs_jit) in X-Kcache-Image as hex.
-  server.Get(R"(/v1/select/(device|host)/([^/]+)/([^/]+))",
-             [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
-    auto allowed = service.authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET select");
-    if (!allowed) return (void)finish("SelectImage", res, allowed);
+  // (a serialized kcache.v1.Image, with needs_jit) in X-Kcache-Image as hex. The hot route: its
+  // plain requests (all that Client::fetch sends) skip cpp-httplib's parser and router.
+  // Answers `ask` into `res`, all but the body: the image to send, or null once answered.
+  auto select = [&service, fingerprint, finish](const SelectAsk& ask,
+                                                httplib::Response& res) -> std::shared_ptr<const Image> {
+    auto allowed = service.authorize_read(ask.authorization, ask.peer, "GET select");
+    if (!allowed) return finish("SelectImage", res, allowed), nullptr;
     res.set_header("X-Kcache-Fingerprint", fingerprint);
     v1::FetchRequest request;
-    request.set_side(req.matches[1] == "host" ? v1::SIDE_HOST : v1::SIDE_DEVICE);
-    request.set_key(req.matches[2].str());
-    request.set_arch(req.matches[3].str());
-    if (req.has_param("kind")) {
-      auto kind = parse_kind(req.get_param_value("kind"));
-      if (!kind) return (void)finish("SelectImage", res, unknown_kind(req.get_param_value("kind")));
+    request.set_side(ask.side == "host" ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+    request.set_key(std::string(ask.key));
+    request.set_arch(std::string(ask.arch));
+    if (ask.kind) {
+      auto kind = parse_kind(std::string(*ask.kind));
+      if (!kind) return finish("SelectImage", res, unknown_kind(std::string(*ask.kind))), nullptr;
       request.set_kind(wire::to_proto(*kind));
     }
-    if (req.has_param("driver")) {  // 12.4 or 12040, as FetchRequest.driver_version
-      auto driver = parse_cuda_version(req.get_param_value("driver"));
-      if (!driver) return (void)finish("SelectImage", res, driver.error());
+    if (ask.driver) {  // 12.4 or 12040, as FetchRequest.driver_version
+      auto driver = parse_cuda_version(std::string(*ask.driver));
+      if (!driver) return finish("SelectImage", res, driver.error()), nullptr;
       request.set_driver_version(*driver);
     }
     auto found = service.select_image(request, reach_here());
-    if (!found && is_would_block(found.error())) return defer();
-    if (!found) return (void)finish("SelectImage", res, found.error());
+    if (!found && is_would_block(found.error())) return defer(), nullptr;
+    if (!found) return finish("SelectImage", res, found.error()), nullptr;
     finish("SelectImage", res, {});
     v1::Image meta;
     to_proto(found->image->meta, meta);
     meta.set_needs_jit(found->needs_jit);
     res.set_header("X-Kcache-Image", to_hex(meta.SerializeAsString()));
-    send_image(req, res, std::move(found->image));
+    res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(found->image->data));
+    return std::move(found->image);
+  };
+  server.fast_get("/v1/select/", [select](const PlainGet& req, const Endpoints& ends, httplib::Response& res) {
+    // Exactly /v1/select/{device|host}/KEY/ARCH, as cpp-httplib's route below matches it.
+    std::string_view rest = req.path.substr(std::strlen("/v1/select/"));
+    if (std::count(rest.begin(), rest.end(), '/') != 2) return false;
+    auto first = rest.find('/'), second = rest.find('/', first + 1);
+    std::string_view side = rest.substr(0, first), key = rest.substr(first + 1, second - first - 1),
+                     arch = rest.substr(second + 1);
+    if ((side != "device" && side != "host") || key.empty() || arch.empty()) return false;
+    if (auto image = select(SelectAsk{side, key, arch, req.param("kind"), req.param("driver"), req.authorization,
+                                      ends.peer_ip},
+                            res)) {
+      std::string_view bytes = image->data;
+      set_shared_content(res, std::move(image), bytes, "application/octet-stream");
+    }
+    return true;
+  });
+  server.Get(R"(/v1/select/(device|host)/([^/]+)/([^/]+))",
+             [select](const httplib::Request& req, httplib::Response& res) {
+    auto param = [&req](const char* name) -> std::optional<std::string_view> {
+      auto it = req.params.find(name);
+      if (it == req.params.end()) return std::nullopt;
+      return it->second;
+    };
+    const std::string side = req.matches.str(1), key = req.matches.str(2), arch = req.matches.str(3);
+    const std::string authorization = req.get_header_value("Authorization");
+    if (auto image = select(SelectAsk{side, key, arch, param("kind"), param("driver"), authorization,
+                                      req.remote_addr},
+                            res)) {
+      std::string_view bytes = image->data;
+      set_shared_content(req, res, std::move(image), bytes, "application/octet-stream");
+    }
   });
 
   server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",

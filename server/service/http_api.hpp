@@ -19,15 +19,12 @@
 // role). Errors are text/plain messages with the gRPC code's name in X-Kcache-Error.
 #pragma once
 
-namespace httplib {
-class Server;
-}
-
 namespace kcache::server {
 
 class KCacheService;
 class Metrics;
+class Router;
 
-void add_http_api_routes(httplib::Server& server, KCacheService& service, Metrics& metrics);
+void add_http_api_routes(Router& server, KCacheService& service, Metrics& metrics);
 
 }  // namespace kcache::server

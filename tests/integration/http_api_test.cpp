@@ -208,6 +208,56 @@ TEST_F(HttpApi, ClientFetchOverHttpAgreesWithGrpc) {
   EXPECT_GE(ok_calls("kcache.http", "SelectImage"), http_before + 2) << "the HTTP client really used HTTP";
 }
 
+// The select route's plain requests (all that Client::fetch sends) are answered by a fast route
+// that skips cpp-httplib's parser; any other spelling of the same request (here an escaped
+// character, which only cpp-httplib decodes) by cpp-httplib's route. Both answer alike, header
+// for header, errors included, and Connection: close closes either way.
+TEST_F(HttpApi, TheFastSelectRouteAnswersExactlyAsCppHttplibsRouteDoes) {
+  CommandResult miss = compile(m_dir.path() / "a");  // sm_80 and sm_90 PTX
+  ASSERT_EQ(miss.exit_code, 0) << miss.err;
+  const std::string key = miss.out.substr(6, 64);
+  struct Case {
+    std::string plain, escaped;  // the same request, spelled two ways
+    int status;
+  };
+  const std::string select = "/v1/select/device/";
+  const std::vector<Case> cases = {
+      {select + key + "/sm_90", select + key + "/%73m_90", 200},
+      {select + key + "/sm_86?kind=ptx", select + key + "/sm_86?kind=%70tx", 200},  // sm_80's, JIT
+      {select + key + "/sm_90?kind=ptx&driver=13.0", select + key + "/sm_90?kind=ptx&driver=13%2E0", 200},
+      {select + key + "/sm_90?driver=12.4", select + key + "/sm_90?driver=12%2E4", 404},  // too old
+      {select + key + "/sm_90?kind=cubin", select + key + "/sm_90?kind=%63ubin", 404},
+      {select + key + "/sm_90?kind=elf", select + key + "/sm_90?kind=%65lf", 400},
+      {select + key + "/sm_90?driver=twelve", select + key + "/sm_90?driver=%74welve", 400},
+      {select + std::string(64, '0') + "/sm_90", select + std::string(64, '0') + "/%73m_90", 404},
+      {select + "not-a-key/sm_90", select + "not-a-key/%73m_90", 400},
+  };
+  auto http = HttpConnection::open("127.0.0.1", http_port(), std::chrono::milliseconds(5000));
+  ASSERT_TRUE(http) << http.error().message;
+  for (const Case& c : cases) {
+    std::uint64_t before = ok_calls("kcache.http", "SelectImage");
+    auto plain = http->get(c.plain, {});
+    auto escaped = http->get(c.escaped, {});
+    ASSERT_TRUE(plain && escaped) << c.plain;
+    EXPECT_EQ(plain->status, c.status) << c.plain << ": " << plain->body;
+    EXPECT_EQ(plain->status, escaped->status) << c.plain;
+    EXPECT_EQ(plain->headers, escaped->headers) << c.plain;
+    EXPECT_EQ(plain->body, escaped->body) << c.plain;
+    EXPECT_EQ(ok_calls("kcache.http", "SelectImage"), before + (c.status == 200 ? 2 : 0)) << c.plain;
+    ASSERT_TRUE(http->reusable()) << c.plain;
+  }
+  // Asked to close: the answer says so, and the daemon closes the connection after it.
+  for (const std::string& path : {cases[0].plain, cases[0].escaped}) {
+    auto once = HttpConnection::open("127.0.0.1", http_port(), std::chrono::milliseconds(5000));
+    ASSERT_TRUE(once);
+    auto reply = once->get(path, {{"Connection", "close"}});
+    ASSERT_TRUE(reply) << path;
+    EXPECT_EQ(reply->status, 200) << path;
+    EXPECT_EQ(reply->header("connection"), "close") << path;
+    EXPECT_FALSE(once->reusable()) << path;
+  }
+}
+
 // A daemon with --http-listen off: the CLI learns there is no HTTP API and always goes the full way.
 class NoHttpApi : public HttpApi {
  protected:
