@@ -32,11 +32,10 @@ class DaemonTest : public ::testing::Test {
   static v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,
                                            std::vector<v1::ImageKind> emit = {v1::KIND_PTX});
 
-  // Compiles `request` once the daemon has a free worker: after a job past --job-timeout its
-  // worker is replaced, and on a busy machine the new one may take longer to start than a short
-  // --job-timeout lets the next job wait (DEADLINE_EXCEEDED, "... for a free worker"); that job
-  // is asked again, for up to 60 s. Any other answer is returned as it is.
-  Expected<v1::CompileResponse> compile_once_a_worker_is_free(const v1::CompileRequest& request);
+  // Compiles `request`, asking again while the answer is DEADLINE_EXCEEDED, for up to 60 s: under
+  // a 1 s --job-timeout on a busy machine, a small job (or its wait for the worker that replaces
+  // one killed at the limit) can run past it. Any other answer is returned as it is.
+  Expected<v1::CompileResponse> compile_patiently(const v1::CompileRequest& request);
 
   TempDir m_dir;
   std::unique_ptr<DaemonProcess> m_daemon;
