@@ -323,10 +323,6 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
       return hot;
     }
   }
-  auto not_found = [&] {
-    return make_error(ErrorCode::k_not_found, "no " + std::string(kind_name(which.kind)) + " image for " + which.arch +
-                                                  " under key " + key.hex());
-  };
   {
     std::lock_guard lock(m_pending_mutex);
     if (const Pending* pending = pending_locked(side, key)) {
@@ -336,6 +332,49 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
     }
   }
   if (reach == Reach::memory) return would_block();
+
+  std::string id(1, static_cast<char>(side));
+  id.append(key.bytes()).append(1, static_cast<char>(which.kind)).append(which.arch);
+  std::shared_ptr<Read> read;
+  bool reader = false;
+  {
+    std::lock_guard lock(m_reads_mutex);
+    auto& slot = m_reads[id];
+    if (!slot) {
+      slot = std::make_shared<Read>();
+      reader = true;
+    }
+    read = slot;
+  }
+  if (!reader) {
+    ++m_shared_reads;
+    std::unique_lock lock(read->mutex);
+    read->done_cv.wait(lock, [&] { return read->done; });
+    return read->result;
+  }
+  // A read that ended just before this one began has put its image in the hot cache first.
+  std::shared_ptr<const Image> hot = m_hot ? m_hot->find(side, key, which) : nullptr;
+  Expected<std::shared_ptr<const Image>> result = hot ? Expected<std::shared_ptr<const Image>>(hot)
+                                                      : read_image(side, key, which);
+  {
+    std::lock_guard lock(m_reads_mutex);
+    m_reads.erase(id);
+  }
+  {
+    std::lock_guard lock(read->mutex);
+    read->result = result;
+    read->done = true;
+  }
+  read->done_cv.notify_all();
+  return result;
+}
+
+Expected<std::shared_ptr<const Image>> Store::read_image(Side side, const Key& key, const ImageRequest& which) {
+  auto not_found = [&] {
+    return make_error(ErrorCode::k_not_found, "no " + std::string(kind_name(which.kind)) + " image for " + which.arch +
+                                                  " under key " + key.hex());
+  };
+  ++m_disk_reads;
   std::uint64_t generation = m_hot ? m_hot->generation() : 0;
   rocksdb::ColumnFamilyHandle* cf = family(side);
   std::string meta_value;
@@ -438,7 +477,7 @@ Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
 
 StoreStats Store::stats() const {
   return {m_entries,      m_images, m_bytes, m_corrupt, m_evictions, m_evicted_bytes, m_hot ? m_hot->hits() : 0,
-          m_hot ? m_hot->bytes() : 0};
+          m_hot ? m_hot->bytes() : 0, m_disk_reads, m_shared_reads};
 }
 Expected<void> Store::flush() {
   rocksdb::Status s = m_db->Flush(rocksdb::FlushOptions(), m_handles);

@@ -48,6 +48,8 @@ struct StoreStats {
   std::uint64_t evicted_bytes = 0;  // their payload bytes
   std::uint64_t hot_cache_hits = 0;   // reads answered by the hot cache
   std::uint64_t hot_cache_bytes = 0;  // bytes it holds
+  std::uint64_t disk_reads = 0;       // images read from RocksDB (and hashed) by get()
+  std::uint64_t shared_reads = 0;     // get()s that waited for another's read of the same image
 };
 
 // What Store::verify found.
@@ -119,7 +121,9 @@ class Store {
 
   // One image with its bytes, verified against its digest. NOT_FOUND when absent. A corrupt
   // image (digest mismatch or RocksDB checksum failure) removes the whole entry and is NOT_FOUND.
-  // Served from the hot cache (store/hot_cache.hpp) when the image was read recently.
+  // Served from the hot cache (store/hot_cache.hpp) when the image was read recently. Concurrent
+  // gets of one image read it once: the others wait for that read and share its copy (16 clients
+  // asking for a 16 MiB image the hot cache had not yet seen held 16 copies of it at once).
   // `from_memory`, if given, says whether the hot cache answered.
   // With Reach::memory only the hot cache and images about to be written answer: a payload
   // read from RocksDB is also hashed, which is no work for an event thread.
@@ -176,6 +180,14 @@ class Store {
     std::vector<std::shared_ptr<const Image>> images;
   };
   const Pending* pending_locked(Side side, const Key& key) const;
+  // get()'s read from RocksDB, and the reads in progress that later gets of the same image join.
+  Expected<std::shared_ptr<const Image>> read_image(Side side, const Key& key, const ImageRequest& which);
+  struct Read {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    Expected<std::shared_ptr<const Image>> result = std::shared_ptr<const Image>();
+  };
 
   std::unique_ptr<rocksdb::DB> m_db;
   std::vector<rocksdb::ColumnFamilyHandle*> m_handles;  // default, host, device, meta
@@ -191,6 +203,9 @@ class Store {
   std::mutex m_write_mutex;
   std::atomic<std::uint64_t> m_entries{0}, m_images{0}, m_bytes{0}, m_corrupt{0};  // lock-free reads
   std::atomic<std::uint64_t> m_evictions{0}, m_evicted_bytes{0};
+  std::atomic<std::uint64_t> m_disk_reads{0}, m_shared_reads{0};
+  std::mutex m_reads_mutex;  // guards m_reads
+  std::map<std::string, std::shared_ptr<Read>> m_reads;  // by side, key, kind and arch
 
   // Accesses noted by reads (side byte + key bytes -> ms), written to `meta` by the background
   // thread: a hit costs a map insert, not a write.

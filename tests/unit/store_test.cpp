@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <latch>
 #include <thread>
 
 #include "compile/object_check.hpp"
@@ -85,6 +86,35 @@ TEST_F(StoreTest, RepeatedReadsComeFromTheHotCacheAndWritesDropIt) {
 
 // Store::list answers from the hot cache after a first read (no RocksDB iterator per Fetch), and
 // every write or removal of the key replaces what it answers.
+// Clients that ask at once for an image the hot cache has not seen yet read it from RocksDB (and
+// hash it) once between them, all sharing that one copy, rather than one copy each at once.
+TEST_F(StoreTest, ConcurrentReadsOfOneImageReadItOnceAndShareIt) {
+  const ImageRequest which{"sm_90", ImageKind::cubin};
+  ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(which, std::string(8 << 20, 'c'))}));
+  constexpr int k_readers = 8;
+  std::latch start(k_readers);
+  std::vector<const Image*> got(k_readers, nullptr);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < k_readers; ++i) {
+    readers.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto image = m_store->get(Side::device, key("a"), which);
+      if (image && (*image)->data.size() == (8u << 20)) got[i] = image->get();
+    });
+  }
+  for (auto& t : readers) t.join();
+  StoreStats s = m_store->stats();
+  EXPECT_EQ(s.disk_reads, 1u) << "each of " << k_readers << " concurrent gets read the image itself";
+  EXPECT_EQ(s.shared_reads + s.hot_cache_hits, static_cast<std::uint64_t>(k_readers - 1));
+  for (const Image* image : got) EXPECT_EQ(image, got[0]) << "one copy, shared";
+  EXPECT_NE(got[0], nullptr);
+  // A read that finds nothing is shared too, and leaves nothing behind: the next read looks again.
+  EXPECT_FALSE(m_store->get(Side::device, key("b"), which));
+  EXPECT_EQ(m_store->stats().disk_reads, 2u);
+  EXPECT_FALSE(m_store->get(Side::device, key("b"), which));
+  EXPECT_EQ(m_store->stats().disk_reads, 3u);
+}
+
 TEST_F(StoreTest, TheImageListIsKeptInMemoryAndWritesReplaceIt) {
   const ImageRequest ptx{"sm_80", ImageKind::ptx}, cubin{"sm_90", ImageKind::cubin};
   ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(ptx, "one")}));
