@@ -92,7 +92,6 @@ class Router final : public httplib::Server {
   std::vector<std::pair<std::string, FastRoute>> m_fast;
 };
 
-
 // Where answers go: memory first on an event thread (sent from there without blocking), the
 // socket under a deadline for each answer on a pool thread, memory in the fuzzer.
 class AnswerSink {

@@ -39,10 +39,15 @@ KCacheService::Reach reach_here() { return may_wait() ? KCacheService::Reach::an
 
 // An image as the answer: its bytes from where they lie, with kcached's XXH3 of them (computed
 // over bytes verified against the metadata's SHA-256) for the client's check.
-void send_image(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Image> image) {
+// `req` is cpp-httplib's request (a HEAD gets the head alone), or null for a fast route's.
+void send_image(const httplib::Request* req, httplib::Response& res, std::shared_ptr<const Image> image) {
   std::string_view bytes = image->data;
   res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));
-  set_shared_content(req, res, std::move(image), bytes, "application/octet-stream");
+  if (req != nullptr) {
+    set_shared_content(*req, res, std::move(image), bytes, "application/octet-stream");
+  } else {
+    set_shared_content(res, std::move(image), bytes, "application/octet-stream");
+  }
 }
 
 // What a select request asks, from either parser (cpp-httplib's or the fast route's).
@@ -87,7 +92,7 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
   // Fetch over HTTP, for Client::fetch: the best image for a device by CUDA's rules, its metadata
   // (a serialized kcache.v1.Image, with needs_jit) in X-Kcache-Image as hex. The hot route: its
   // plain requests (all that Client::fetch sends) skip cpp-httplib's parser and router.
-  // Answers `ask` into `res`, all but the body: the image to send, or null once answered.
+  // Answers `ask` into `res`, all but the image: the image to send, or null once answered.
   auto select = [&service, fingerprint, finish](const SelectAsk& ask,
                                                 httplib::Response& res) -> std::shared_ptr<const Image> {
     auto allowed = service.authorize_read(ask.authorization, ask.peer, "GET select");
@@ -115,7 +120,6 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     to_proto(found->image->meta, meta);
     meta.set_needs_jit(found->needs_jit);
     res.set_header("X-Kcache-Image", to_hex(meta.SerializeAsString()));
-    res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(found->image->data));
     return std::move(found->image);
   };
   server.fast_get("/v1/select/", [select](const PlainGet& req, const Endpoints& ends, httplib::Response& res) {
@@ -129,8 +133,7 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     if (auto image = select(SelectAsk{side, key, arch, req.param("kind"), req.param("driver"), req.authorization,
                                       ends.peer_ip},
                             res)) {
-      std::string_view bytes = image->data;
-      set_shared_content(res, std::move(image), bytes, "application/octet-stream");
+      send_image(nullptr, res, std::move(image));
     }
     return true;
   });
@@ -146,8 +149,7 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     if (auto image = select(SelectAsk{side, key, arch, param("kind"), param("driver"), authorization,
                                       req.remote_addr},
                             res)) {
-      std::string_view bytes = image->data;
-      set_shared_content(req, res, std::move(image), bytes, "application/octet-stream");
+      send_image(&req, res, std::move(image));
     }
   });
 
@@ -175,7 +177,7 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
       for (const std::string& s : (*image)->meta.stubbed) stubbed += (stubbed.empty() ? "" : ",") + s;
       res.set_header("X-Kcache-Stubbed", stubbed);
     }
-    send_image(req, res, std::move(*image));
+    send_image(&req, res, std::move(*image));
   });
 }
 
