@@ -112,10 +112,11 @@ std::vector<Field> encode_fields(const FleetSecret& secret, Side side, const Key
 }
 
 DecodedEntry decode_fields(const FleetSecret& secret, Side side, const Key& key, const Digest& fingerprint,
-                           std::span<const std::string> flat) {
+                           std::vector<std::string> flat) {
   DecodedEntry out;
   std::optional<EntryRecord> record;
-  std::map<std::string, std::string_view> metas, datas;  // by "ARCH.KIND"
+  std::map<std::string, std::string_view> metas;  // by "ARCH.KIND"
+  std::map<std::string, std::size_t> datas;        // by "ARCH.KIND": the index of its bytes in `flat`
   for (std::size_t i = 0; i + 1 < flat.size(); i += 2) {
     std::string_view name = flat[i], value = flat[i + 1];
     if (name == k_record_field) {
@@ -125,7 +126,7 @@ DecodedEntry decode_fields(const FleetSecret& secret, Side side, const Key& key,
     } else if (name.starts_with(k_meta_prefix)) {
       metas[std::string(name.substr(k_meta_prefix.size()))] = value;
     } else if (name.starts_with(k_image_prefix)) {
-      datas[std::string(name.substr(k_image_prefix.size()))] = value;
+      datas[std::string(name.substr(k_image_prefix.size()))] = i + 1;
     } else {
       out.rejected.push_back("a field no daemon writes: '" + std::string(name.substr(0, 64)) + "'");
     }
@@ -159,11 +160,12 @@ DecodedEntry decode_fields(const FleetSecret& secret, Side side, const Key& key,
       out.rejected.push_back(name + ": signed metadata that does not decode as this image's");
       continue;
     }
-    if (decoded->size != data->second.size() || sha256(data->second) != decoded->sha256) {
+    std::string& bytes = flat[data->second];
+    if (decoded->size != bytes.size() || sha256(bytes) != decoded->sha256) {
       out.rejected.push_back(name + ": bytes that do not match the signed size and digest");
       continue;
     }
-    out.images.push_back(Image{std::move(*decoded), std::string(data->second)});
+    out.images.push_back(Image{std::move(*decoded), std::move(bytes)});  // each suffix's bytes once
   }
   for (const auto& [suffix, data] : datas) {
     if (!metas.contains(suffix)) out.partial = true;

@@ -65,9 +65,10 @@ struct DecodedEntry {
   bool partial = false;              // some image lacked its metadata or bytes, or no record
 };
 
-// Decodes an entry's fields as HGETALL returns them (name, value, name, value...). Never throws
-// and never trusts a length it was given: every refusal is named in `rejected`.
+// Decodes an entry's fields as HGETALL returns them (name, value, name, value...); the images
+// take their bytes from `flat_fields` without a copy. Never throws and never trusts a length it
+// was given: every refusal is named in `rejected`.
 DecodedEntry decode_fields(const FleetSecret& secret, Side side, const Key& key, const Digest& fingerprint,
-                           std::span<const std::string> flat_fields);
+                           std::vector<std::string> flat_fields);
 
 }  // namespace kcache::server::remote

@@ -163,51 +163,131 @@ bool is_slot(const RedisReply& r) {
 
 // ---- hiredis ----------------------------------------------------------------------------------
 
-struct ContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
-
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
-
 timeval to_timeval(std::chrono::milliseconds ms) {
   return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>(ms.count() % 1000 * 1000)};
 }
 
-// hiredis's own reply, copied; nesting is bounded by hiredis's reader (7 levels).
-RedisReply copy_reply(const redisReply& r) {
-  RedisReply out;
-  switch (r.type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      out.type = r.type == REDIS_REPLY_STRING   ? RedisReply::Type::string
-                 : r.type == REDIS_REPLY_STATUS ? RedisReply::Type::status
-                                                : RedisReply::Type::error;
-      if (r.str != nullptr) out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = RedisReply::Type::integer;
-      out.integer = r.integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = RedisReply::Type::array;
-      out.elements.reserve(r.elements);
-      for (std::size_t i = 0; i < r.elements; ++i) {
-        out.elements.push_back(r.element[i] != nullptr ? copy_reply(*r.element[i]) : RedisReply{});
-      }
-      break;
-    case REDIS_REPLY_NIL:
-      break;
-    default:
-      out.type = RedisReply::Type::error;
-      out.str = "kcache: a reply of unknown type " + std::to_string(r.type);
+// ---- replies: hiredis's reader builds RedisReply itself ----------------------------------------
+// hiredis's own reply objects would be copied once more into RedisReply (for a 64 KiB image, a
+// fresh 64 KiB that the first touch of its pages makes the largest cost of a remote hit). Its
+// reader takes functions that build the reply instead; they also count the reply's bytes against
+// the cap, so that a hostile value is refused before it is held whole.
+
+// A connection's reader state (the reader's privdata): the bytes of the reply being built.
+struct ReplyBudget {
+  std::size_t limit = 0;
+  std::size_t used = 0;
+  bool over = false;  // the reply grew past `limit`: refused, and the connection is spent
+
+  bool take(std::size_t bytes) {
+    if (over || bytes > limit - std::min(used, limit)) return !(over = true);
+    used += bytes;
+    return true;
   }
-  return out;
+};
+
+// Where the object for `task` goes: a new root, or its slot in the parent array, which was sized
+// for all its elements when it was made (so the pointer stays valid).
+RedisReply* reply_slot(const redisReadTask* task) {
+  if (task->parent == nullptr) return new (std::nothrow) RedisReply;
+  auto* parent = static_cast<RedisReply*>(task->parent->obj);
+  return &parent->elements[static_cast<std::size_t>(task->idx)];
 }
+
+ReplyBudget& budget_of(const redisReadTask* task) { return *static_cast<ReplyBudget*>(task->privdata); }
+
+// Each returns null (hiredis then fails the reply as "Out of memory") when memory or the budget
+// runs out; none lets an exception into hiredis's C code.
+void* create_string(const redisReadTask* task, char* str, std::size_t len) {
+  if (!budget_of(task).take(len)) return nullptr;
+  RedisReply* r = reply_slot(task);
+  if (r == nullptr) return nullptr;
+  r->type = task->type == REDIS_REPLY_STRING   ? RedisReply::Type::string
+            : task->type == REDIS_REPLY_STATUS ? RedisReply::Type::status
+                                               : RedisReply::Type::error;
+  try {
+    r->str.assign(str, len);
+  } catch (const std::bad_alloc&) {
+    if (task->parent == nullptr) delete r;
+    return nullptr;
+  }
+  return r;
+}
+
+void* create_array(const redisReadTask* task, int elements) {
+  // A count below -1 is malformed (-1, a nil array, goes to create_nil).
+  if (elements < 0 || !budget_of(task).take(static_cast<std::size_t>(elements) * sizeof(RedisReply))) return nullptr;
+  RedisReply* r = reply_slot(task);
+  if (r == nullptr) return nullptr;
+  r->type = RedisReply::Type::array;
+  try {
+    r->elements.resize(static_cast<std::size_t>(elements));
+  } catch (const std::bad_alloc&) {
+    if (task->parent == nullptr) delete r;
+    return nullptr;
+  }
+  return r;
+}
+
+void* create_integer(const redisReadTask* task, long long value) {
+  RedisReply* r = reply_slot(task);
+  if (r == nullptr) return nullptr;
+  r->type = RedisReply::Type::integer;
+  r->integer = value;
+  return r;
+}
+
+void* create_nil(const redisReadTask* task) {
+  RedisReply* r = reply_slot(task);
+  if (r != nullptr) r->type = RedisReply::Type::nil;
+  return r;
+}
+
+// hiredis frees only roots (a reply it gives up on, or never handed out).
+void free_reply(void* reply) { delete static_cast<RedisReply*>(reply); }
+
+redisReplyObjectFunctions k_reply_functions = {create_string, create_array, create_integer, create_nil, free_reply};
+
+using ReplyPtr = std::unique_ptr<RedisReply>;
+
+// hiredis's redisGetReply (write what is buffered, then read until a reply is whole), with the
+// reply's bytes, built and still buffered, held to the budget after every read.
+int get_reply(redisContext* c, ReplyBudget& budget, ReplyPtr& out) {
+  budget.used = 0;
+  void* raw = nullptr;
+  int rc = redisGetReplyFromReader(c, &raw);
+  if (rc == REDIS_OK && raw == nullptr) {
+    int done = 0;
+    do {
+      rc = redisBufferWrite(c, &done);
+    } while (rc == REDIS_OK && done == 0);
+    while (rc == REDIS_OK && raw == nullptr) {
+      rc = redisBufferRead(c);
+      if (rc == REDIS_OK && budget.used + c->reader->len > budget.limit) {
+        budget.over = true;
+        rc = REDIS_ERR;
+      }
+      if (rc == REDIS_OK) rc = redisGetReplyFromReader(c, &raw);
+    }
+  }
+  out.reset(static_cast<RedisReply*>(raw));
+  return rc;
+}
+
+// How much read buffer a connection keeps between replies. hiredis's default (16 KiB) gives a
+// bigger buffer back after every reply and grows a new one by doubling for the next: for each
+// 64 KiB value, 112 KiB of copies and fresh pages.
+constexpr std::size_t k_kept_read_buffer = 1 << 20;
+
+// A connection, with its reader's budget (kcache's, set up in connect()).
+struct ContextFree {
+  void operator()(redisContext* c) const {
+    auto* budget = c->reader != nullptr ? static_cast<ReplyBudget*>(c->reader->privdata) : nullptr;
+    redisFree(c);
+    delete budget;
+  }
+};
+using Context = std::unique_ptr<redisContext, ContextFree>;
 
 // hiredis writes with write(2): a peer that has gone would raise SIGPIPE, which ends a process
 // that does not ignore it. Held off in this thread while it talks to Redis, and any SIGPIPE that
@@ -652,6 +732,7 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
     taken.context = std::move(*connected);
   }
   redisContext* c = taken.context.get();
+  ReplyBudget& budget = *static_cast<ReplyBudget*>(c->reader->privdata);
   const char* asking_argv[] = {"ASKING"};
   const std::size_t asking_length[] = {6};
   std::vector<const char*> args;
@@ -675,11 +756,20 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
   std::vector<RedisReply> replies;
   replies.reserve(commands.size());
   for (std::size_t i = 0; i < expected; ++i) {
-    void* raw = nullptr;
+    ReplyPtr reply;
     errno = 0;
-    int rc = redisGetReply(c, &raw);
+    int rc = get_reply(c, budget, reply);
     int saved_errno = errno;
-    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (budget.over) {
+      // Answered, but with more than any entry holds: an error reply for it and for what was
+      // pipelined after it, which stays unread on a connection that is then closed.
+      spdlog::warn("Redis {}: a reply over {} bytes refused", node->name(), budget.limit);
+      RedisReply refused{RedisReply::Type::error,
+                         "kcache: a reply over " + std::to_string(budget.limit) + " bytes, refused unread", 0, {}};
+      replies.resize(commands.size(), refused);
+      node->note_success();
+      return Exchange{std::move(replies), std::nullopt, false};
+    }
     if (rc != REDIS_OK || reply == nullptr) {
       Error error = transport_error(*c, saved_errno, *node, "reading a reply");
       if (error.code == ErrorCode::k_unavailable) {
@@ -689,7 +779,7 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
       return Exchange{{}, std::move(error), false};
     }
     if (asking && i % 2 == 0) continue;  // ASKING's +OK; the command after it says what happened
-    replies.push_back(copy_reply(*reply));
+    replies.push_back(std::move(*reply));
   }
   node->note_success();
   node->give_back(std::move(taken.context), taken.generation);
@@ -705,6 +795,9 @@ Expected<Context> Redis::State::connect(const Node& node) {
   if (c->err != 0) {
     return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot connect: " + c->errstr);
   }
+  c->reader->fn = &k_reply_functions;
+  c->reader->privdata = new ReplyBudget{m_options.max_reply_bytes};
+  c->reader->maxbuf = k_kept_read_buffer;
   if (m_options.operation_timeout.count() > 0 &&
       redisSetTimeout(c.get(), to_timeval(m_options.operation_timeout)) != REDIS_OK) {
     return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot set the timeout: " + c->errstr);
@@ -718,17 +811,16 @@ Expected<Context> Redis::State::connect(const Node& node) {
   }
   args.push_back(m_options.password.data());
   lengths.push_back(m_options.password.size());
-  void* raw = nullptr;
+  ReplyPtr reply;
   errno = 0;
   int rc = redisAppendCommandArgv(c.get(), static_cast<int>(args.size()), args.data(), lengths.data());
-  if (rc == REDIS_OK) rc = redisGetReply(c.get(), &raw);
+  if (rc == REDIS_OK) rc = get_reply(c.get(), *static_cast<ReplyBudget*>(c->reader->privdata), reply);
   int saved_errno = errno;
-  ReplyPtr reply(static_cast<redisReply*>(raw));
   if (rc != REDIS_OK || reply == nullptr) return transport_error(*c, saved_errno, node, "authenticating");
-  if (reply->type == REDIS_REPLY_ERROR) {
+  if (reply->is_error()) {
     std::string as = m_options.user.empty() ? "" : " as user " + quoted(m_options.user);
-    return make_error(ErrorCode::k_unauthenticated, "Redis " + node.name() + " refused AUTH" + as + ": " +
-                                                        quoted(std::string_view(reply->str, reply->len)));
+    return make_error(ErrorCode::k_unauthenticated,
+                      "Redis " + node.name() + " refused AUTH" + as + ": " + quoted(reply->str));
   }
   return c;
 }

@@ -3,10 +3,11 @@
 // cluster it routes each command by its key's hash slot (CRC16, hash tags), learns the topology
 // from CLUSTER SLOTS, follows MOVED (and refreshes the topology) and ASK (ASKING first), and
 // retries TRYAGAIN and CLUSTERDOWN with a short backoff. Nothing outside server/remote/ includes
-// hiredis: replies are copied into RedisReply.
+// hiredis: its reader builds each reply straight into RedisReply.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,7 +19,7 @@
 
 namespace kcache::server::remote {
 
-// A reply, copied out of hiredis. A Redis error reply (WRONGTYPE, NOSCRIPT...) is a reply of
+// A reply, as hiredis's reader built it. A Redis error reply (WRONGTYPE, NOSCRIPT...) is a reply of
 // type `error`, not a failed Expected: the command reached Redis and was answered.
 struct RedisReply {
   enum class Type { nil, string, status, error, integer, array };
@@ -44,6 +45,10 @@ struct RedisOptions {
   std::chrono::milliseconds connect_timeout{200};    // <= 0: the system's (blocking connect)
   std::chrono::milliseconds operation_timeout{500};  // each wait to write or read; <= 0: none
   int max_redirects = 8;                 // MOVED/ASK/TRYAGAIN/CLUSTERDOWN retries per command
+  // The most bytes one reply may hold (its strings and arrays), counted as they arrive. A bigger
+  // reply is read no further: it becomes an error reply ("kcache: a reply over N bytes"), and its
+  // connection is closed, as are the replies pipelined after it.
+  std::size_t max_reply_bytes = 512ULL << 20;
 };
 
 // Parses "redis://[USER@]HOST:PORT" or "redis-cluster://[USER@]HOST:PORT[,HOST:PORT...]" (HOST

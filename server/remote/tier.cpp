@@ -18,6 +18,9 @@ constexpr std::string_view k_release_script =
 constexpr std::string_view k_renew_script =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
+// What an entry's reply holds beside its fields' bytes: framing, and an array slot per field.
+constexpr std::size_t k_reply_overhead = 1 << 20;
+
 // A token no other holder has: host, pid and 16 random bytes.
 std::string new_token() {
   std::array<unsigned char, 16> random{};
@@ -32,13 +35,21 @@ Error reply_error(const RedisReply& reply, std::string_view what) {
   return make_error(ErrorCode::k_unavailable, std::string(what) + ": Redis answered " + reply.str.substr(0, 200));
 }
 
+// The client for `options`: no reply may be larger than the largest entry a daemon writes (one
+// that fits the write queue), so a bigger value is refused as it arrives, before it is held whole.
+RedisOptions client_options(const RemoteOptions& options) {
+  RedisOptions redis = options.redis;
+  redis.max_reply_bytes = options.write_queue_bytes + k_reply_overhead;
+  return redis;
+}
+
 }  // namespace
 
 RemoteTier::RemoteTier(RemoteOptions options, FleetSecret secret, const Digest& fingerprint)
     : m_options(std::move(options)),
       m_secret(std::move(secret)),
       m_fingerprint(fingerprint),
-      m_redis(m_options.redis),
+      m_redis(client_options(m_options)),
       m_pause(m_options.breaker_pause) {
   m_writer = std::thread([this] { writer(); });
   m_renewer = std::thread([this] { renewer(); });
@@ -105,15 +116,15 @@ Expected<DecodedEntry> RemoteTier::read(Side side, const Key& key) {
   std::string name = entry_key(side, key);
   auto reply = guarded([&]() -> Expected<RedisReply> { return m_redis.command(name, {"HGETALL", name}); });
   if (!reply) return reply.error();
-  if (reply->type != RedisReply::Type::array) {
+  if (reply->type != RedisReply::Type::array) {  // WRONGTYPE, or larger than any entry (RedisOptions::max_reply_bytes)
     ++m_rejected;
-    spdlog::warn("remote {}: {} is not a hash ({}); treated as a miss", m_options.url, name, reply->str.substr(0, 200));
+    spdlog::warn("remote {}: {} is no entry ({}); treated as a miss", m_options.url, name, reply->str.substr(0, 200));
     return DecodedEntry{};
   }
   std::vector<std::string> flat;
   flat.reserve(reply->elements.size());
   for (RedisReply& e : reply->elements) flat.push_back(std::move(e.str));
-  DecodedEntry entry = decode_fields(m_secret, side, key, m_fingerprint, flat);
+  DecodedEntry entry = decode_fields(m_secret, side, key, m_fingerprint, std::move(flat));
   for (const std::string& why : entry.rejected) {
     ++m_rejected;
     spdlog::warn("remote {}: refused part of {}: {}", m_options.url, name, why);

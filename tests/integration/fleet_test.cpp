@@ -258,6 +258,43 @@ TEST_F(Fleet, AnEntryRewrittenWithoutTheFleetSecretIsNeverServed) {
   EXPECT_EQ(sb.remote_hits(), 0u);
 }
 
+// Anyone with Redis access can make an entry as large as Redis allows (512 MB a value). A daemon
+// reads no reply larger than the largest entry it would write (its write queue's bound), so such
+// a value is refused as it arrives, counted, and the job compiled; the daemon's memory never held it.
+TEST_F(Fleet, AnEntryLargerThanAnyDaemonWritesIsRefusedAsItArrives) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url());
+  Member b = join("b", redis->url(), {"--remote-write-queue-size", "1M"});
+  v1::CompileRequest job = numbered_job(4);
+  auto first = a.client->compile(job);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; }));
+
+  auto key = parse_key(first->key());
+  ASSERT_TRUE(key);
+  server::remote::Redis client(*server::remote::parse_redis_url(redis->url()));
+  std::string entry = server::remote::entry_key(Side::device, *key);
+  const std::string huge(64 << 20, 'h');  // b's cap: 1 MiB of queue + 1 MiB of framing
+  auto set = client.command(entry, {"HSET", entry, "i:sm_90.ptx", huge});
+  ASSERT_TRUE(set && !set->is_error()) << (set ? set->str : set.error().message);
+
+  std::uint64_t before = peak_rss(b.daemon->pid());
+  auto from_b = b.client->compile(job);
+  ASSERT_TRUE(from_b) << from_b.error().message;
+  EXPECT_EQ(from_b->outcome(), v1::OUTCOME_MISS) << "compiled, not served";
+  EXPECT_EQ(from_b->images(0).data(), first->images(0).data());
+  v1::Stats sb = b.stats();
+  EXPECT_GE(sb.remote_rejected(), 1u);
+  EXPECT_EQ(sb.remote_hits(), 0u);
+  EXPECT_EQ(sb.remote_errors(), 0u) << "a refused value is not Redis failing: the breaker stays closed";
+  if (!k_asan_build) {  // ASan's shadow memory makes resident sizes meaningless
+    EXPECT_LT(peak_rss(b.daemon->pid()) - before, 32u << 20) << "the 64 MiB value was never held";
+  }
+  auto again = b.client->compile(job);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->outcome(), v1::OUTCOME_HIT) << "b serves its own compile";
+}
+
 // A daemon that died holding a lease delays the others by the lease's time at most; then one of
 // them takes the lease over and compiles.
 TEST_F(Fleet, ALeaseWhoseHolderDiedExpiresAndAnotherDaemonCompiles) {

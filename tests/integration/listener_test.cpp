@@ -104,15 +104,6 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// A process's peak resident memory (VmHWM), in bytes.
-std::uint64_t peak_rss(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 class Listeners : public DaemonTest {
  protected:
   int http_port() {

@@ -1,5 +1,6 @@
 // The Redis client against real redis-server processes: one primary (round trips, binary values,
-// pipelines, error replies, AUTH, a server stopped and restarted, timeouts, a peer that closed),
+// pipelines, error replies, AUTH, a server stopped and restarted, timeouts, a peer that closed,
+// replies over the cap, peers that answer what Redis never sends),
 // and a Redis Cluster of three primaries with a replica each (routing, hash tags, threads, ASK
 // and TRYAGAIN during a migration, resharding under load, kill -9 of a primary under load).
 // Skipped, saying why, where redis-server is not installed.
@@ -293,6 +294,116 @@ TEST_F(RedisSingle, WritingToAPeerThatClosedIsUnavailableAndRaisesNoSigpipe) {
   sigpending(&pending);
   EXPECT_FALSE(sigismember(&blocked, SIGPIPE)) << "the thread's signal mask is left as it was";
   EXPECT_FALSE(sigismember(&pending, SIGPIPE)) << "no SIGPIPE left pending";
+}
+
+TEST_F(RedisSingle, AReplyOverTheCapIsRefusedUnreadAndTheClientGoesOn) {
+  const std::string big(3 << 20, 'b');
+  ASSERT_EQ(text(m_redis->command("big", {"SET", "big", big})), "OK");
+  std::vector<std::string_view> hset = {"HSET", "wide"};
+  const std::string field_value(64 << 10, 'w');
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) names.push_back("f" + std::to_string(i));  // 40 x 64 KiB: 2.5 MiB in all
+  for (const std::string& name : names) {
+    hset.push_back(name);
+    hset.push_back(field_value);
+  }
+  ASSERT_EQ(text(m_redis->command("wide", hset)), "(integer) 40");
+
+  RedisOptions options = options_of(m_server->url());
+  options.max_reply_bytes = 1 << 20;
+  Redis capped(options);
+  // One value over the cap, and an array whose values are each under it but together over.
+  for (std::vector<std::string_view> command : {std::vector<std::string_view>{"GET", "big"},
+                                                 std::vector<std::string_view>{"HGETALL", "wide"}}) {
+    auto r = capped.command(command[1], command);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(text(r), "(error) kcache: a reply over 1048576 bytes, refused unread") << command[0];
+    EXPECT_EQ(text(capped.command("", {"PING"})), "PONG") << "a fresh connection after " << command[0];
+  }
+  // A pipeline: the replies after the refused one are refused too (they were never read).
+  auto replies = capped.pipeline("", {{"PING"}, {"GET", "big"}, {"PING"}});
+  ASSERT_TRUE(replies) << replies.error().message;
+  ASSERT_EQ(replies->size(), 3u);
+  EXPECT_EQ((*replies)[0].str, "PONG");
+  EXPECT_TRUE((*replies)[1].is_error());
+  EXPECT_TRUE((*replies)[2].is_error());
+  EXPECT_EQ(text(capped.command("", {"GET", "missing"})), "(nil)");
+  auto whole = m_redis->command("big", {"GET", "big"});
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->str.size(), big.size()) << "the default cap takes it";
+}
+
+// A peer that is no Redis, answering each connection's first command with `answer` (and then
+// as many bytes of filler as `filler`), then closing.
+class FakePeer {
+ public:
+  FakePeer(std::string answer, std::size_t filler) : m_listener(8) {
+    m_thread = std::thread([this, answer = std::move(answer), filler] {
+      for (;;) {
+        int fd = accept(m_listener.fd, nullptr, nullptr);
+        if (fd < 0 || m_stop) {
+          if (fd >= 0) close(fd);
+          return;
+        }
+        char buffer[4096];
+        if (recv(fd, buffer, sizeof buffer, 0) > 0) {
+          send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+          const std::string chunk(1 << 16, 'z');
+          for (std::size_t sent = 0; sent < filler;) {
+            ssize_t n = send(fd, chunk.data(), std::min(chunk.size(), filler - sent), MSG_NOSIGNAL);
+            if (n <= 0) break;
+            sent += static_cast<std::size_t>(n);
+          }
+        }
+        close(fd);
+      }
+    });
+  }
+  ~FakePeer() {
+    m_stop = true;
+    close(connect_to(m_listener.port, true));  // wakes accept()
+    m_thread.join();
+  }
+  int port() const { return m_listener.port; }
+
+ private:
+  Listener m_listener;
+  std::atomic<bool> m_stop{false};
+  std::thread m_thread;
+};
+
+TEST_F(RedisSingle, AnswersThatAreNotRedisProtocolAreErrorsNeverCrashes) {
+  struct Case {
+    const char* what;
+    std::string answer;
+    std::size_t filler;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"a reply type no Redis sends", "!garbage\r\n", 0, "Protocol error"},
+      {"an array of -5 elements", "*-5\r\n", 0, "out of range"},
+      {"a bulk length that is no number", "$12ab\r\nxx\r\n", 0, "Bad bulk string length"},
+      {"a reply cut short", "$100\r\nshort", 0, "closed"},
+      {"an endless bulk string", "$999999999999\r\n", 64 << 20, "over 1048576 bytes"},
+      {"an array of a billion elements", "*1000000000\r\n", 0, "over 1048576 bytes"},
+  };
+  for (const Case& c : cases) {
+    FakePeer peer(c.answer, c.filler);
+    RedisOptions options;
+    options.seeds = {{"127.0.0.1", peer.port()}};
+    options.operation_timeout = 2s;
+    options.max_reply_bytes = 1 << 20;
+    Redis redis(options);
+    auto r = redis.command("", {"GET", "k"});
+    if (r) {
+      EXPECT_TRUE(r->is_error()) << c.what << ": " << text(r);
+      EXPECT_NE(r->str.find(c.says), std::string::npos) << c.what << ": " << text(r);
+    } else {
+      EXPECT_EQ(r.error().code, ErrorCode::k_unavailable) << c.what << ": " << r.error().message;
+      EXPECT_NE(r.error().message.find(c.says), std::string::npos) << c.what << ": " << r.error().message;
+    }
+  }
+  EXPECT_EQ(text(m_redis->command("", {"PING"})), "PONG");
 }
 
 TEST_F(RedisSingle, AClusterUrlForAServerWithoutClusterSupportSaysSo) {

@@ -253,15 +253,6 @@ class TlsTokens : public Tls {
   }
 };
 
-// A process's peak resident memory (VmHWM), in bytes.
-std::uint64_t peak_rss(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 TEST_F(TlsTokens, CallsWithoutTheRightTokenAreRefusedOnTheirHeaders) {
   const v1::CompileRequest huge = device_request(std::string((64ULL << 20) + 1, 'x'), {"sm_90"});
   std::uint64_t before = peak_rss(m_daemon->pid());

@@ -51,6 +51,14 @@ int wait_status(pid_t pid) {
   return -1;
 }
 
+std::uint64_t peak_rss(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
 pid_t spawn_child(const std::vector<std::string>& args, const std::filesystem::path& log, int stdout_fd) {
   auto argv = c_args(args);
   // fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a test process that crashes

@@ -73,6 +73,8 @@ class DaemonProcess {
 pid_t spawn_child(const std::vector<std::string>& argv, const std::filesystem::path& log, int stdout_fd = -1);
 // Waits for a child: its exit status, or 128+signal.
 int wait_status(pid_t pid);
+// A process's peak resident memory (VmHWM), in bytes; 0 when it cannot be read.
+std::uint64_t peak_rss(pid_t pid);
 
 struct CommandResult {
   int exit_code = -1;
