@@ -1,5 +1,6 @@
 // Fuzzes what a Redis node or an operator hands the Redis client (server/remote/redis.cpp): the
-// --remote URL, a redirect error (MOVED/ASK/TRYAGAIN/CLUSTERDOWN) and a CLUSTER SLOTS reply.
+// --remote URL, a redirect error (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), a CLUSTER SLOTS reply, and the
+// raw bytes of a connection (RESP through hiredis's reader into RedisReply, under a cap).
 // The first byte picks the parser; a CLUSTER SLOTS reply is built from the rest as nested arrays:
 // '[' opens one, ']' closes it, '#' starts an integer, '|' ends a string.
 #include <cstddef>
@@ -49,6 +50,13 @@ RedisReply build(std::string_view& in, int depth) {
   return array;
 }
 
+// The bytes `r` holds in strings, at every level.
+std::size_t string_bytes(const RedisReply& r) {
+  std::size_t n = r.str.size();
+  for (const RedisReply& e : r.elements) n += string_bytes(e);
+  return n;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -56,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   const RedisEndpoint answered_by{"127.0.0.1", 7000};
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: {
       auto options = parse_redis_url(rest);
       if (options && options->seeds.empty()) __builtin_trap();  // a parsed URL names a node
@@ -65,6 +73,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 1: {
       auto redirect = parse_redirect(rest, answered_by);
       if (redirect && *redirect && (*redirect)->slot >= 16384) __builtin_trap();
+      break;
+    }
+    case 2: {
+      constexpr std::size_t k_cap = 4096;  // small, so that inputs reach it
+      auto read = read_replies(rest, k_cap, 1 + data[0] / 4 % 64);
+      for (const RedisReply& r : read.replies) {
+        if (string_bytes(r) > k_cap) __builtin_trap();  // no reply outgrows the cap
+      }
       break;
     }
     default: {

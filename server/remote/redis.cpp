@@ -250,6 +250,25 @@ redisReplyObjectFunctions k_reply_functions = {create_string, create_array, crea
 
 using ReplyPtr = std::unique_ptr<RedisReply>;
 
+// How much read buffer a connection keeps between replies. hiredis's default (16 KiB) gives a
+// bigger buffer back after every reply and grows a new one by doubling for the next: for each
+// 64 KiB value, 112 KiB of copies and fresh pages.
+constexpr std::size_t k_kept_read_buffer = 1 << 20;
+
+// Makes `reader` build RedisReply under `budget` (which it does not own).
+void build_replies(redisReader* reader, ReplyBudget* budget) {
+  reader->fn = &k_reply_functions;
+  reader->privdata = budget;
+  reader->maxbuf = k_kept_read_buffer;
+}
+
+// After a read: whether the reply being built, with what waits in the buffer, has outgrown its
+// budget (a bulk string is only built once it is whole, so its bytes are counted as they wait).
+bool outgrown(const redisReader& reader, ReplyBudget& budget) {
+  if (budget.used + reader.len > budget.limit) budget.over = true;
+  return budget.over;
+}
+
 // hiredis's redisGetReply (write what is buffered, then read until a reply is whole), with the
 // reply's bytes, built and still buffered, held to the budget after every read.
 int get_reply(redisContext* c, ReplyBudget& budget, ReplyPtr& out) {
@@ -263,21 +282,13 @@ int get_reply(redisContext* c, ReplyBudget& budget, ReplyPtr& out) {
     } while (rc == REDIS_OK && done == 0);
     while (rc == REDIS_OK && raw == nullptr) {
       rc = redisBufferRead(c);
-      if (rc == REDIS_OK && budget.used + c->reader->len > budget.limit) {
-        budget.over = true;
-        rc = REDIS_ERR;
-      }
+      if (rc == REDIS_OK && outgrown(*c->reader, budget)) rc = REDIS_ERR;
       if (rc == REDIS_OK) rc = redisGetReplyFromReader(c, &raw);
     }
   }
   out.reset(static_cast<RedisReply*>(raw));
   return rc;
 }
-
-// How much read buffer a connection keeps between replies. hiredis's default (16 KiB) gives a
-// bigger buffer back after every reply and grows a new one by doubling for the next: for each
-// 64 KiB value, 112 KiB of copies and fresh pages.
-constexpr std::size_t k_kept_read_buffer = 1 << 20;
 
 // A connection, with its reader's budget (kcache's, set up in connect()).
 struct ContextFree {
@@ -597,6 +608,36 @@ struct Redis::State {
 
 Redis::Redis(RedisOptions options) : m_options(std::move(options)), m_state(std::make_unique<State>(m_options)) {}
 
+ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, std::size_t chunk) {
+  ReadReplies out;
+  ReplyBudget budget{max_reply_bytes};
+  std::unique_ptr<redisReader, void (*)(redisReader*)> reader(redisReaderCreate(), redisReaderFree);
+  if (reader == nullptr) throw std::bad_alloc();
+  build_replies(reader.get(), &budget);
+  chunk = std::max<std::size_t>(chunk, 1);
+  while (!out.error) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) {
+      out.error = budget.over ? "a reply over " + std::to_string(budget.limit) + " bytes" : std::string(reader->errstr);
+      break;
+    }
+    if (raw != nullptr) {
+      out.replies.push_back(std::move(*ReplyPtr(static_cast<RedisReply*>(raw))));
+      budget.used = 0;
+      continue;
+    }
+    if (bytes.empty()) break;  // a reply cut short: no error, as a socket that has more to come
+    std::string_view piece = bytes.substr(0, chunk);
+    bytes.remove_prefix(piece.size());
+    if (redisReaderFeed(reader.get(), piece.data(), piece.size()) != REDIS_OK) {
+      out.error = reader->errstr;
+    } else if (outgrown(*reader, budget)) {
+      out.error = "a reply over " + std::to_string(budget.limit) + " bytes";
+    }
+  }
+  return out;
+}
+
 Redis::~Redis() = default;
 
 Expected<RedisReply> Redis::command(std::string_view routing_key, const std::vector<std::string_view>& argv) {
@@ -795,9 +836,7 @@ Expected<Context> Redis::State::connect(const Node& node) {
   if (c->err != 0) {
     return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot connect: " + c->errstr);
   }
-  c->reader->fn = &k_reply_functions;
-  c->reader->privdata = new ReplyBudget{m_options.max_reply_bytes};
-  c->reader->maxbuf = k_kept_read_buffer;
+  build_replies(c->reader, new ReplyBudget{m_options.max_reply_bytes});
   if (m_options.operation_timeout.count() > 0 &&
       redisSetTimeout(c.get(), to_timeval(m_options.operation_timeout)) != REDIS_OK) {
     return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot set the timeout: " + c->errstr);

@@ -91,6 +91,16 @@ struct RedisRedirect {
 // UNAVAILABLE when a MOVED or ASK cannot be read.
 Expected<std::optional<RedisRedirect>> parse_redirect(std::string_view error, const RedisEndpoint& answered_by);
 
+// The replies in `bytes` as a connection's reader builds them (the client's own reader, declared
+// here for tests and the fuzzer), fed `chunk` bytes at a time as socket reads would bring them:
+// each whole reply, then `error` for what follows if it is malformed ("Protocol error...", "Bad
+// bulk string length"...) or would hold more than `max_reply_bytes` ("over N bytes").
+struct ReadReplies {
+  std::vector<RedisReply> replies;
+  std::optional<std::string> error;
+};
+ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, std::size_t chunk = 16384);
+
 class Redis {
  public:
   // Connects lazily: construction never fails and never blocks; a command connects (or

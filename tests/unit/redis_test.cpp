@@ -1,5 +1,6 @@
 // The Redis client's parsers: URLs (strict, never a password), hash slots as Redis Cluster
-// computes them, and what cluster nodes send (CLUSTER SLOTS, redirects), odd shapes included.
+// computes them, what cluster nodes send (CLUSTER SLOTS, redirects), odd shapes included, and
+// the reader that builds replies from RESP under a cap.
 #include "remote/redis.hpp"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@ namespace kcache::server::remote {
 namespace {
 
 using Type = RedisReply::Type;
+using namespace std::string_literals;
 
 TEST(RedisUrl, ReadsOnePrimary) {
   auto plain = parse_redis_url("redis://127.0.0.1:6379");
@@ -265,4 +267,79 @@ TEST(RedisRedirect, RefusesMalformedMovedAndAsk) {
 }
 
 }  // namespace
+// ---- the reader: RESP as hiredis parses it, built into RedisReply under a cap -------------------
+
+std::string shape(const RedisReply& r) {
+  switch (r.type) {
+    case RedisReply::Type::nil: return "nil";
+    case RedisReply::Type::string: return "'" + r.str + "'";
+    case RedisReply::Type::status: return "+" + r.str;
+    case RedisReply::Type::error: return "-" + r.str;
+    case RedisReply::Type::integer: return std::to_string(r.integer);
+    case RedisReply::Type::array: {
+      std::string out = "[";
+      for (const RedisReply& e : r.elements) out += (out.size() > 1 ? " " : "") + shape(e);
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+std::string shapes(const ReadReplies& read) {
+  std::string out;
+  for (const RedisReply& r : read.replies) out += (out.empty() ? "" : ", ") + shape(r);
+  return out;
+}
+
+TEST(RedisReader, BuildsEveryReplyTypeWholeOrAByteAtATime) {
+  const std::string bytes =
+      "+OK\r\n-ERR wrong\r\n:-42\r\n$-1\r\n$5\r\nhe\0lo\r\n*-1\r\n*0\r\n"
+      "*3\r\n$1\r\na\r\n*2\r\n:1\r\n$-1\r\n$0\r\n\r\n"s;
+  const std::string expected = "+OK, -ERR wrong, -42, nil, 'he\0lo', nil, [], ['a' [1 nil] '']"s;
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{3}, std::size_t{16384}}) {
+    ReadReplies read = read_replies(bytes, 1 << 20, chunk);
+    EXPECT_FALSE(read.error) << *read.error;
+    EXPECT_EQ(shapes(read), expected) << "fed " << chunk << " bytes at a time";
+  }
+  ReadReplies cut = read_replies("+OK\r\n$10\r\nhalf", 1 << 20);
+  EXPECT_FALSE(cut.error) << "a reply cut short waits for more";
+  EXPECT_EQ(shapes(cut), "+OK");
+}
+
+TEST(RedisReader, RefusesWhatRedisNeverSendsAndReadsNoFurther) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"!garbage\r\n+OK\r\n", "Protocol error"},
+      {"*-5\r\n", "out of range"},
+      {"$12ab\r\nxx\r\n", "Bad bulk string length"},
+      {":12x\r\n", "Bad integer value"},
+      {"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "nested"},
+  };
+  for (const auto& [bytes, says] : cases) {
+    ReadReplies read = read_replies(bytes, 1 << 20);
+    ASSERT_TRUE(read.error) << bytes;
+    EXPECT_NE(read.error->find(says), std::string::npos) << bytes << ": " << *read.error;
+    EXPECT_TRUE(read.replies.empty()) << bytes;
+  }
+}
+
+TEST(RedisReader, HoldsEachReplyToTheCapAsItArrives) {
+  const std::size_t cap = 1 << 20;
+  const std::string part(600 << 10, 'p');  // each under the cap, two together over it
+  auto bulk = [](const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; };
+  // A value over the cap is refused before it is whole: only its first MiB or so was buffered.
+  ReadReplies one = read_replies("$999999999999\r\n" + std::string(2 << 20, 'z'), cap);
+  ASSERT_TRUE(one.error);
+  EXPECT_NE(one.error->find("over 1048576 bytes"), std::string::npos) << *one.error;
+  ReadReplies two = read_replies("*2\r\n" + bulk(part) + bulk(part), cap);
+  ASSERT_TRUE(two.error) << "two values under the cap, together over it";
+  ReadReplies slots = read_replies("*1000000000\r\n", cap);
+  ASSERT_TRUE(slots.error) << "a billion array slots are refused before they are made";
+  EXPECT_NE(slots.error->find("over"), std::string::npos) << *slots.error;
+  // The cap is per reply: replies each under it pass one after another.
+  ReadReplies each = read_replies(bulk(part) + bulk(part) + "+OK\r\n", cap);
+  EXPECT_FALSE(each.error) << *each.error;
+  ASSERT_EQ(each.replies.size(), 3u);
+  EXPECT_EQ(each.replies[1].str, part);
+}
+
 }  // namespace kcache::server::remote
