@@ -125,7 +125,7 @@ Expected<v1::CompileResponse> Client::compile_once(const v1::CompileRequest& req
 
 namespace {
 
-std::optional<ErrorCode> error_code_named(const std::string& name) {
+std::optional<ErrorCode> error_code_named(std::string_view name) {
   for (int c = 0; c <= 16; ++c) {
     auto code = static_cast<ErrorCode>(c);
     if (name == error_code_name(code) && name != "UNKNOWN") return code;
@@ -213,7 +213,7 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
     out.data = std::move(reply->body);
     // kcached's checksum of bytes it verified against the SHA-256 (kcache/checksum.hpp), at a
     // thirtieth of the cost of hashing them again here; a daemon without it gets the SHA-256 check.
-    std::string checksum = reply->header("x-kcache-xxh3");
+    std::string_view checksum = reply->header("x-kcache-xxh3");
     bool intact = checksum.empty() ? sha256_hex(out.data) == out.image.sha256()
                                    : transfer_checksum_hex(out.data) == checksum;
     if (!intact || out.data.size() != out.image.size()) {

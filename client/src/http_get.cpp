@@ -27,39 +27,62 @@ Error unavailable(const std::string& what) { return make_error(ErrorCode::k_unav
 // A header value, quoted and cut short for a message.
 std::string shown(std::string_view value) { return quote_for_message(value); }
 
-// The status line and headers of a reply (`head`: up to the empty line, exclusive). Strict: the
-// status is three digits after HTTP/1.0 or HTTP/1.1, every header line has a name and a colon,
-// and a header that decides framing (Content-Length) may appear once.
-Expected<HttpReply> parse_head(const std::string& head) {
+// Whether `name` is `lower` in any case (`lower` in lower case, ASCII).
+bool name_is(std::string_view name, std::string_view lower) {
+  if (name.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+const HttpReply::Field* find_field(const HttpReply& reply, std::string_view lower_name) {
+  for (const HttpReply::Field& f : reply.fields) {
+    if (name_is(std::string_view(reply.head).substr(f.name_at, f.name_size), lower_name)) return &f;
+  }
+  return nullptr;
+}
+
+// The status line and headers of a reply (`head`: up to the empty line, exclusive, at most
+// k_max_header_bytes). Strict: the status is three digits after HTTP/1.0 or HTTP/1.1, every
+// header line has a name and a colon, and a header that decides framing (Content-Length) may
+// appear once.
+Expected<HttpReply> parse_head(std::string head) {
   HttpReply reply;
-  std::size_t line_end = head.find("\r\n");
-  std::string status_line = head.substr(0, line_end);
-  bool digits = status_line.size() >= 12 && std::isdigit(static_cast<unsigned char>(status_line[9])) &&
-                std::isdigit(static_cast<unsigned char>(status_line[10])) &&
-                std::isdigit(static_cast<unsigned char>(status_line[11]));
-  bool ok = (status_line.starts_with("HTTP/1.1 ") || status_line.starts_with("HTTP/1.0 ")) && digits &&
+  reply.head = std::move(head);
+  const std::string_view text = reply.head;
+  std::size_t line_end = text.find("\r\n");
+  std::string_view status_line = text.substr(0, line_end);
+  auto digit = [&](std::size_t i) { return status_line[i] >= '0' && status_line[i] <= '9'; };
+  bool ok = (status_line.starts_with("HTTP/1.1 ") || status_line.starts_with("HTTP/1.0 ")) &&
+            status_line.size() >= 12 && digit(9) && digit(10) && digit(11) &&
             (status_line.size() == 12 || status_line[12] == ' ');
   if (!ok) return unavailable("not an HTTP reply: " + shown(status_line));
-  reply.version = status_line.substr(0, 8);
-  reply.status = std::stoi(status_line.substr(9, 3));
+  reply.version = std::string(status_line.substr(0, 8));
+  reply.status = (status_line[9] - '0') * 100 + (status_line[10] - '0') * 10 + (status_line[11] - '0');
   if (reply.status < 200) return unavailable("unexpected HTTP status " + std::to_string(reply.status));
-  while (line_end != std::string::npos) {
+  reply.fields.reserve(16);
+  while (line_end != std::string_view::npos) {
     std::size_t start = line_end + 2;
-    line_end = head.find("\r\n", start);
-    std::string line = head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
+    line_end = text.find("\r\n", start);
+    std::string_view line = text.substr(start, line_end == std::string_view::npos ? std::string_view::npos : line_end - start);
     std::size_t colon = line.find(':');
-    if (colon == std::string::npos || colon == 0 || line.find_first_of(" \t") < colon) {
+    if (colon == std::string_view::npos || colon == 0 || line.find_first_of(" \t") < colon) {
       return unavailable("malformed HTTP header line " + shown(line));
     }
-    std::string name = line.substr(0, colon);
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
     std::size_t value = line.find_first_not_of(" \t", colon + 1);
-    std::string text = value == std::string::npos ? "" : line.substr(value);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.pop_back();
-    if (name == "content-length" && reply.headers.contains(name)) {
+    std::size_t value_end = line.find_last_not_of(" \t");
+    std::string_view name = line.substr(0, colon);
+    if (name_is(name, "content-length") && find_field(reply, "content-length") != nullptr) {
       return unavailable("HTTP reply with more than one Content-Length");
     }
-    reply.headers[name] = std::move(text);
+    auto at = static_cast<std::uint32_t>(start);  // the head is at most k_max_header_bytes
+    reply.fields.push_back(
+        {at, static_cast<std::uint32_t>(colon),
+         value == std::string_view::npos ? at : at + static_cast<std::uint32_t>(value),
+         value == std::string_view::npos ? 0 : static_cast<std::uint32_t>(value_end + 1 - value)});
   }
   return reply;
 }
@@ -68,13 +91,14 @@ Expected<HttpReply> parse_head(const std::string& head) {
 // up to k_max_http_body_bytes. No Content-Length or any Transfer-Encoding is refused: kcached
 // always sends the length, and guessing where a body ends would misread the next reply.
 Expected<std::uint64_t> body_length(const HttpReply& reply) {
-  if (reply.headers.contains("transfer-encoding")) {
+  if (reply.has_header("transfer-encoding")) {
     return unavailable("HTTP reply with Transfer-Encoding " + shown(reply.header("transfer-encoding")) +
                        ": only Content-Length bodies are read here");
   }
-  auto it = reply.headers.find("content-length");
-  if (it == reply.headers.end()) return unavailable("HTTP reply without Content-Length: its end cannot be known");
-  const std::string& text = it->second;
+  if (!reply.has_header("content-length")) {
+    return unavailable("HTTP reply without Content-Length: its end cannot be known");
+  }
+  std::string_view text = reply.header("content-length");
   std::uint64_t n = 0;
   bool ok = !text.empty() && text.size() <= 19;  // 19 digits cannot overflow 64 bits
   for (char c : text) {
@@ -89,6 +113,13 @@ Expected<std::uint64_t> body_length(const HttpReply& reply) {
 }
 
 }  // namespace
+
+std::string_view HttpReply::header(std::string_view lower_name) const {
+  const Field* f = find_field(*this, lower_name);
+  return f == nullptr ? std::string_view() : std::string_view(head).substr(f->value_at, f->value_size);
+}
+
+bool HttpReply::has_header(std::string_view lower_name) const { return find_field(*this, lower_name) != nullptr; }
 
 Expected<HttpConnection> HttpConnection::open(const std::string& host_in, int port, std::chrono::milliseconds timeout) {
   std::string host = host_in;
@@ -181,9 +212,11 @@ Expected<HttpReply> HttpConnection::get(const std::string& path,
 
 Expected<HttpReply> HttpConnection::exchange(const std::string& path,
                                              const std::vector<std::pair<std::string, std::string>>& headers) {
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + m_host + "\r\n";
-  for (const auto& [name, value] : headers) request += name + ": " + value + "\r\n";
-  request += "\r\n";
+  std::string request;
+  request.reserve(64 + path.size() + m_host.size() + 256 * headers.size());
+  request.append("GET ").append(path).append(" HTTP/1.1\r\nHost: ").append(m_host).append("\r\n");
+  for (const auto& [name, value] : headers) request.append(name).append(": ").append(value).append("\r\n");
+  request.append("\r\n");
   for (std::size_t sent = 0; sent < request.size();) {
     ssize_t n = ::send(m_fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
@@ -203,7 +236,7 @@ Expected<HttpReply> HttpConnection::exchange(const std::string& path,
   if (end > k_max_header_bytes) return unavailable("HTTP headers too long");
   std::string head = m_buffer.substr(0, end);
   m_buffer.erase(0, end + 4);
-  auto reply = parse_head(head);
+  auto reply = parse_head(std::move(head));
   if (!reply) return reply;
   auto length = body_length(*reply);
   if (!length) return length.error();

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -21,6 +22,18 @@
 
 namespace kcache::test {
 namespace {
+
+// A reply's headers, by name in lower case (the order and the case of names may differ between
+// the two HTTP parsers' answers; what they say may not).
+std::map<std::string, std::string> headers_of(const HttpReply& reply) {
+  std::map<std::string, std::string> out;
+  for (const HttpReply::Field& f : reply.fields) {
+    std::string name = reply.head.substr(f.name_at, f.name_size);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out[name] = reply.head.substr(f.value_at, f.value_size);
+  }
+  return out;
+}
 
 class HttpApi : public DaemonTest {
  protected:
@@ -241,7 +254,7 @@ TEST_F(HttpApi, TheFastSelectRouteAnswersExactlyAsCppHttplibsRouteDoes) {
     ASSERT_TRUE(plain && escaped) << c.plain;
     EXPECT_EQ(plain->status, c.status) << c.plain << ": " << plain->body;
     EXPECT_EQ(plain->status, escaped->status) << c.plain;
-    EXPECT_EQ(plain->headers, escaped->headers) << c.plain;
+    EXPECT_EQ(headers_of(*plain), headers_of(*escaped)) << c.plain;
     EXPECT_EQ(plain->body, escaped->body) << c.plain;
     EXPECT_EQ(ok_calls("kcache.http", "SelectImage"), before + (c.status == 200 ? 2 : 0)) << c.plain;
     ASSERT_TRUE(http->reusable()) << c.plain;
@@ -356,6 +369,7 @@ TEST(HttpGet, EachBadReplyIsRefusedAndItsConnectionNotReused) {
       {"HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(k_max_http_body_bytes + 1) + "\r\n\r\nhello",
        "is not a byte count up to 1073741824"},
       {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 50\r\n\r\nhello", "more than one Content-Length"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-LENGTH: 5\r\n\r\nhello", "more than one Content-Length"},
       {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "Transfer-Encoding \"chunked\""},
       {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello", "Transfer-Encoding"},
       {"HTTP/1.1 200 OK\r\n\r\nhello", "without Content-Length"},

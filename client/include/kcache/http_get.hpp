@@ -10,8 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,12 +26,19 @@ inline constexpr std::uint64_t k_max_http_body_bytes = 1ull << 30;
 struct HttpReply {
   std::string version;  // HTTP/1.1 or HTTP/1.0
   int status = 0;
-  std::map<std::string, std::string> headers;  // names in lower case
   std::string body;
-  std::string header(const std::string& lower_name) const {
-    auto it = headers.find(lower_name);
-    return it == headers.end() ? std::string() : it->second;
-  }
+  // The head as received (status line and header lines), and where each header's name and value
+  // (without the blanks around it) lie in it: one string for all headers, not a string each.
+  std::string head;
+  struct Field {
+    std::uint32_t name_at, name_size, value_at, value_size;
+  };
+  std::vector<Field> fields;
+
+  // The value of the first header named `lower_name` (in lower case; names match in any case),
+  // "" when there is none. Valid as long as the reply.
+  std::string_view header(std::string_view lower_name) const;
+  bool has_header(std::string_view lower_name) const;
 };
 
 class HttpConnection {
