@@ -106,7 +106,7 @@ ParsedConfig parse_config(int argc, char** argv) {
   std::string remote_queue = "256M";
   app.add_option("--remote-write-queue-size", remote_queue,
                  "Bytes of compiled images waiting to be written to the remote; a write that does not fit is "
-                 "dropped and counted, never waited for (bytes, or with K/M/G)")
+                 "dropped and counted, never waited for; no larger entry is read either (bytes, or with K/M/G)")
       ->capture_default_str();
   app.add_option("--remote-lease-ms", c.remote_lease_ms,
                  "Lifetime of a fleet compile lease (ms), renewed while the compile runs; a daemon that dies "
