@@ -84,6 +84,23 @@ class Fleet : public ::testing::Test {
     return m;
   }
 
+  // `a` compiles `job` (a device job) and its background write reaches Redis: the reply, and the
+  // entry's name in Redis for a test to tamper with (empty, with the failure reported, if not).
+  struct Written {
+    v1::CompileResponse reply;
+    std::string entry;
+  };
+  Written compiled_and_written(Member& a, const v1::CompileRequest& job) {
+    auto first = a.client->compile(job);
+    EXPECT_TRUE(first) << first.error().message;
+    if (!first) return {};
+    EXPECT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; }));
+    auto key = parse_key(first->key());
+    EXPECT_TRUE(key);
+    if (!key) return {};
+    return {*first, server::remote::entry_key(Side::device, *key)};
+  }
+
   TempDir m_dir;
 };
 
@@ -228,14 +245,10 @@ TEST_F(Fleet, AnEntryRewrittenWithoutTheFleetSecretIsNeverServed) {
   auto redis = RedisServer::start(m_dir.path() / "redis");
   Member a = join("a", redis->url()), b = join("b", redis->url());
   v1::CompileRequest job = numbered_job(3);
-  auto first = a.client->compile(job);
-  ASSERT_TRUE(first) << first.error().message;
-  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; }));
-
-  auto key = parse_key(first->key());
-  ASSERT_TRUE(key);
+  Written first = compiled_and_written(a, job);
+  ASSERT_FALSE(first.entry.empty());
+  const std::string& entry = first.entry;
   server::remote::Redis client(*server::remote::parse_redis_url(redis->url()));
-  std::string entry = server::remote::entry_key(Side::device, *key);
   auto old_meta = client.command(entry, {"HGET", entry, "m:sm_80.ptx"});
   ASSERT_TRUE(old_meta && old_meta->type == server::remote::RedisReply::Type::string);
   std::string planted = "// planted\n.version 9.0\n.target sm_80\n.address_size 64\n";
@@ -251,7 +264,7 @@ TEST_F(Fleet, AnEntryRewrittenWithoutTheFleetSecretIsNeverServed) {
   auto from_b = b.client->compile(job);
   ASSERT_TRUE(from_b) << from_b.error().message;
   EXPECT_EQ(from_b->outcome(), v1::OUTCOME_MISS) << "recompiled, not served";
-  EXPECT_EQ(from_b->images(0).data(), first->images(0).data());
+  EXPECT_EQ(from_b->images(0).data(), first.reply.images(0).data());
   v1::Stats sb = b.stats();
   EXPECT_GE(sb.remote_rejected(), 1u);
   EXPECT_EQ(sb.compiles(), 1u);
@@ -266,14 +279,10 @@ TEST_F(Fleet, AnEntryLargerThanAnyDaemonWritesIsRefusedAsItArrives) {
   Member a = join("a", redis->url());
   Member b = join("b", redis->url(), {"--remote-write-queue-size", "1M"});
   v1::CompileRequest job = numbered_job(4);
-  auto first = a.client->compile(job);
-  ASSERT_TRUE(first) << first.error().message;
-  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 1; }));
-
-  auto key = parse_key(first->key());
-  ASSERT_TRUE(key);
+  Written first = compiled_and_written(a, job);
+  ASSERT_FALSE(first.entry.empty());
+  const std::string& entry = first.entry;
   server::remote::Redis client(*server::remote::parse_redis_url(redis->url()));
-  std::string entry = server::remote::entry_key(Side::device, *key);
   const std::string huge(64 << 20, 'h');  // b's cap: 1 MiB of queue + 1 MiB of framing
   auto set = client.command(entry, {"HSET", entry, "i:sm_90.ptx", huge});
   ASSERT_TRUE(set && !set->is_error()) << (set ? set->str : set.error().message);
@@ -282,7 +291,7 @@ TEST_F(Fleet, AnEntryLargerThanAnyDaemonWritesIsRefusedAsItArrives) {
   auto from_b = b.client->compile(job);
   ASSERT_TRUE(from_b) << from_b.error().message;
   EXPECT_EQ(from_b->outcome(), v1::OUTCOME_MISS) << "compiled, not served";
-  EXPECT_EQ(from_b->images(0).data(), first->images(0).data());
+  EXPECT_EQ(from_b->images(0).data(), first.reply.images(0).data());
   v1::Stats sb = b.stats();
   EXPECT_GE(sb.remote_rejected(), 1u);
   EXPECT_EQ(sb.remote_hits(), 0u);
