@@ -199,6 +199,7 @@ Expected<void> Store::put_shared(Side side, const Key& key, const EntryRecord& r
   batch.Put(m_meta, k_bytes_key, encode_u64(bytes));
   s = m_db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) return storage_error("writing entry", s);
+  ++m_changes;
   // Images of the same (arch, kind) were replaced. Dropped after the write, never before: a read
   // between a drop and the write would find the old image and cache it for good.
   if (m_hot) {
@@ -340,8 +341,10 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
   {
     std::lock_guard lock(m_reads_mutex);
     auto& slot = m_reads[id];
-    if (!slot) {
+    std::uint64_t changes = m_changes.load();
+    if (!slot || slot->changes != changes) {  // none, or one that began before a write: a new read
       slot = std::make_shared<Read>();
+      slot->changes = changes;
       reader = true;
     }
     read = slot;
@@ -358,7 +361,7 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
                                                       : read_image(side, key, which);
   {
     std::lock_guard lock(m_reads_mutex);
-    m_reads.erase(id);
+    if (auto it = m_reads.find(id); it != m_reads.end() && it->second == read) m_reads.erase(it);
   }
   {
     std::lock_guard lock(read->mutex);
@@ -467,6 +470,7 @@ Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
   batch.Put(m_meta, k_bytes_key, encode_u64(bytes));
   rocksdb::Status s = m_db->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) return storage_error("removing entry", s);
+  ++m_changes;
   if (m_hot) m_hot->drop(side, key);  // after the write, as in put()
   std::uint64_t freed = m_bytes - bytes;
   m_entries = entries;

@@ -183,6 +183,7 @@ class Store {
   // get()'s read from RocksDB, and the reads in progress that later gets of the same image join.
   Expected<std::shared_ptr<const Image>> read_image(Side side, const Key& key, const ImageRequest& which);
   struct Read {
+    std::uint64_t changes = 0;  // m_changes when it began: only gets that begin before a later write join it
     std::mutex mutex;
     std::condition_variable done_cv;
     bool done = false;
@@ -204,6 +205,9 @@ class Store {
   std::atomic<std::uint64_t> m_entries{0}, m_images{0}, m_bytes{0}, m_corrupt{0};  // lock-free reads
   std::atomic<std::uint64_t> m_evictions{0}, m_evicted_bytes{0};
   std::atomic<std::uint64_t> m_disk_reads{0}, m_shared_reads{0};
+  // Writes and removals so far, each counted once it is in RocksDB: a get() that began after one
+  // never joins a read that began before it (which may return the bytes it replaced).
+  std::atomic<std::uint64_t> m_changes{0};
   std::mutex m_reads_mutex;  // guards m_reads
   std::map<std::string, std::shared_ptr<Read>> m_reads;  // by side, key, kind and arch
 
