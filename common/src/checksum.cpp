@@ -3,16 +3,17 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include <cstdio>
 
 namespace kcache {
 
 std::uint64_t transfer_checksum(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
-std::string transfer_checksum_hex(std::string_view bytes) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(transfer_checksum(bytes)));
+std::string transfer_checksum_hex(std::uint64_t checksum) {
+  std::string text(16, '0');
+  for (int i = 15; i >= 0; --i, checksum >>= 4) text[static_cast<std::size_t>(i)] = "0123456789abcdef"[checksum & 15];
   return text;
 }
+
+std::string transfer_checksum_hex(std::string_view bytes) { return transfer_checksum_hex(transfer_checksum(bytes)); }
 
 }  // namespace kcache

@@ -42,7 +42,8 @@ KCacheService::Reach reach_here() { return may_wait() ? KCacheService::Reach::an
 // `req` is cpp-httplib's request (a HEAD gets the head alone), or null for a fast route's.
 void send_image(const httplib::Request* req, httplib::Response& res, std::shared_ptr<const Image> image) {
   std::string_view bytes = image->data;
-  res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(bytes));
+  std::uint64_t checksum = image->transfer_checksum.get([bytes] { return transfer_checksum(bytes); });
+  res.set_header("X-Kcache-Xxh3", transfer_checksum_hex(checksum));
   if (req != nullptr) {
     set_shared_content(*req, res, std::move(image), bytes, "application/octet-stream");
   } else {

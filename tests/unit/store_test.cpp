@@ -115,6 +115,24 @@ TEST_F(StoreTest, ConcurrentReadsOfOneImageReadItOnceAndShareIt) {
   EXPECT_EQ(m_store->stats().disk_reads, 3u);
 }
 
+// The hot image's transfer checksum is computed by its first answer and kept for the next; a copy
+// of the image, whose bytes may change, computes its own.
+TEST(ImageDerived, IsComputedOnceAndNotCarriedByCopies) {
+  Image image = make_image({"sm_90", ImageKind::ptx}, "bytes");
+  int computed = 0;
+  auto compute = [&] { return static_cast<std::uint64_t>(++computed * 100); };
+  EXPECT_EQ(image.transfer_checksum.get(compute), 100u);
+  EXPECT_EQ(image.transfer_checksum.get(compute), 100u);
+  EXPECT_EQ(computed, 1);
+  Image copy = image;
+  copy.data = "other bytes";
+  EXPECT_EQ(copy.transfer_checksum.get(compute), 200u) << "a copy computes its own";
+  Image moved = std::move(copy);
+  EXPECT_EQ(moved.transfer_checksum.get(compute), 300u);
+  image = moved;
+  EXPECT_EQ(image.transfer_checksum.get(compute), 400u) << "an assigned image computes its own";
+}
+
 TEST_F(StoreTest, TheImageListIsKeptInMemoryAndWritesReplaceIt) {
   const ImageRequest ptx{"sm_80", ImageKind::ptx}, cubin{"sm_90", ImageKind::cubin};
   ASSERT_TRUE(m_store->put(Side::device, key("a"), {}, std::vector{make_image(ptx, "one")}));

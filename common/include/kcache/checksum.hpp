@@ -18,5 +18,6 @@ namespace kcache {
 std::uint64_t transfer_checksum(std::string_view bytes);
 // As 16 lower-case hex digits, the form the X-Kcache-Xxh3 header carries.
 std::string transfer_checksum_hex(std::string_view bytes);
+std::string transfer_checksum_hex(std::uint64_t checksum);
 
 }  // namespace kcache
