@@ -282,7 +282,9 @@ TEST_F(Fleet, AnEntryLargerThanAnyDaemonWritesIsRefusedAsItArrives) {
   Written first = compiled_and_written(a, job);
   ASSERT_FALSE(first.entry.empty());
   const std::string& entry = first.entry;
-  server::remote::Redis client(*server::remote::parse_redis_url(redis->url()));
+  auto options = server::remote::parse_redis_url(redis->url());
+  options->operation_timeout = std::chrono::seconds(30);  // 64 MiB on a busy machine
+  server::remote::Redis client(*options);
   const std::string huge(64 << 20, 'h');  // b's cap: 1 MiB of queue + 1 MiB of framing
   auto set = client.command(entry, {"HSET", entry, "i:sm_90.ptx", huge});
   ASSERT_TRUE(set && !set->is_error()) << (set ? set->str : set.error().message);
