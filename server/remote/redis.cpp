@@ -184,6 +184,7 @@ struct ReplyBudget {
     used += bytes;
     return true;
   }
+  std::string refusal() const { return "a reply over " + std::to_string(limit) + " bytes"; }
 };
 
 // Where the object for `task` goes: a new root, or its slot in the parent array, which was sized
@@ -195,6 +196,7 @@ RedisReply* reply_slot(const redisReadTask* task) {
 }
 
 ReplyBudget& budget_of(const redisReadTask* task) { return *static_cast<ReplyBudget*>(task->privdata); }
+ReplyBudget& budget_of(redisContext* c) { return *static_cast<ReplyBudget*>(c->reader->privdata); }
 
 // Each returns null (hiredis then fails the reply as "Out of memory") when memory or the budget
 // runs out; none lets an exception into hiredis's C code.
@@ -618,7 +620,7 @@ ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, st
   while (!out.error) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) {
-      out.error = budget.over ? "a reply over " + std::to_string(budget.limit) + " bytes" : std::string(reader->errstr);
+      out.error = budget.over ? budget.refusal() : std::string(reader->errstr);
       break;
     }
     if (raw != nullptr) {
@@ -632,7 +634,7 @@ ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, st
     if (redisReaderFeed(reader.get(), piece.data(), piece.size()) != REDIS_OK) {
       out.error = reader->errstr;
     } else if (outgrown(*reader, budget)) {
-      out.error = "a reply over " + std::to_string(budget.limit) + " bytes";
+      out.error = budget.refusal();
     }
   }
   return out;
@@ -773,7 +775,7 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
     taken.context = std::move(*connected);
   }
   redisContext* c = taken.context.get();
-  ReplyBudget& budget = *static_cast<ReplyBudget*>(c->reader->privdata);
+  ReplyBudget& budget = budget_of(c);
   const char* asking_argv[] = {"ASKING"};
   const std::size_t asking_length[] = {6};
   std::vector<const char*> args;
@@ -804,9 +806,8 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
     if (budget.over) {
       // Answered, but with more than any entry holds: an error reply for it and for what was
       // pipelined after it, which stays unread on a connection that is then closed.
-      spdlog::warn("Redis {}: a reply over {} bytes refused", node->name(), budget.limit);
-      RedisReply refused{RedisReply::Type::error,
-                         "kcache: a reply over " + std::to_string(budget.limit) + " bytes, refused unread", 0, {}};
+      spdlog::warn("Redis {}: {} refused", node->name(), budget.refusal());
+      RedisReply refused{RedisReply::Type::error, "kcache: " + budget.refusal() + ", refused unread", 0, {}};
       replies.resize(commands.size(), refused);
       node->note_success();
       return Exchange{std::move(replies), std::nullopt, false};
@@ -853,7 +854,7 @@ Expected<Context> Redis::State::connect(const Node& node) {
   ReplyPtr reply;
   errno = 0;
   int rc = redisAppendCommandArgv(c.get(), static_cast<int>(args.size()), args.data(), lengths.data());
-  if (rc == REDIS_OK) rc = get_reply(c.get(), *static_cast<ReplyBudget*>(c->reader->privdata), reply);
+  if (rc == REDIS_OK) rc = get_reply(c.get(), budget_of(c.get()), reply);
   int saved_errno = errno;
   if (rc != REDIS_OK || reply == nullptr) return transport_error(*c, saved_errno, node, "authenticating");
   if (reply->is_error()) {
