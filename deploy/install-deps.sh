@@ -13,6 +13,7 @@ packages=(
   python3 python3-yaml systemd
   libclang-rt-22-dev openssl libcpp-httplib-dev
   libhiredis-dev redis-server gnuplot-nox libxxhash-dev
+  ccache  # the compiler launcher (cmake/BuildSpeed.cmake)
 )
 
 missing=()

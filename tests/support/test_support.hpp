@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "slow_module.hpp"  // slow_device_module
+#include "test_paths.hpp"   // KCACHE_DAEMON_PATH and the other paths of this build
 
 namespace kcache::test {
 

@@ -52,7 +52,7 @@ foreach(_source IN LISTS _kc_amd_sources)
   set(_bc "${_kc_amd_out_dir}/${_stem}.gfx90a.bc")
   add_custom_command(
     OUTPUT "${_bc}"
-    COMMAND "${KCACHE_CLANG}" ${_kc_amd_clang_flags} "${_src}" -o "${_bc}"
+    COMMAND ${KCACHE_COMPILER_LAUNCHER} "${KCACHE_CLANG}" ${_kc_amd_clang_flags} "${_src}" -o "${_bc}"
     DEPENDS "${_src}" "${KCACHE_AMD_CORPUS_SOURCE_DIR}/hip_minimal.h"
     COMMENT "AMD corpus: clang ${_source} (gfx90a)"
     VERBATIM)

@@ -94,7 +94,7 @@ foreach(_line IN LISTS _kc_corpus_lines)
       set(_bc "${_kc_corpus_out_dir}/${_stem}.${_arch}.bc")
       add_custom_command(
         OUTPUT "${_bc}"
-        COMMAND "${KCACHE_CLANG}" ${_kc_clang_flags} --cuda-gpu-arch=${_arch} ${_clang_extra}
+        COMMAND ${KCACHE_COMPILER_LAUNCHER} "${KCACHE_CLANG}" ${_kc_clang_flags} --cuda-gpu-arch=${_arch} ${_clang_extra}
                 -MD -MF "${_bc}.d" -MT "${_bc}" "${_src}" -o "${_bc}"
         DEPENDS "${_src}"
         DEPFILE "${_bc}.d"
