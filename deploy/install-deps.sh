@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   llvm-22-dev clang-22 lld-22 rocm-device-libs
+  libamdhip64-dev  # HIP 5.2 headers: the HIP pattern corpus (tests/data/hip)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev libfmt-dev libssl-dev nettle-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -46,6 +46,9 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cuda-root", c.cuda_root, "CUDA toolkit for cubin (ptxas); absent: PTX only")
       ->capture_default_str();
+  app.add_option("--rocm-device-libs", c.rocm_device_libs,
+                 "Folder of ROCm's device libraries (ocml.bc, ockl.bc, hip.bc); default: Debian's rocm-device-libs, "
+                 "else /opt/rocm/amdgcn/bitcode");
   app.add_option("--port-file", c.port_file, "Write the bound port to this file once listening");
   app.add_option("--job-timeout", c.job_timeout_s,
                  "Seconds a compile may take; past it the job fails with DEADLINE_EXCEEDED and its worker is killed "

@@ -21,6 +21,7 @@ struct Config {
   std::uint64_t max_module_size = 64ULL << 20;
   std::uint32_t max_archs = 16;
   std::filesystem::path cuda_root = "/usr/local/cuda";
+  std::filesystem::path rocm_device_libs;  // ocml.bc, ockl.bc, hip.bc; empty: the usual places
   std::filesystem::path port_file;       // written once listening: the bound port
   std::string cubin_assembler = "auto";  // auto (nvJitLink where present), nvjitlink, ptxas
   std::uint32_t job_timeout_s = 600;     // a compile's worker is killed after this long

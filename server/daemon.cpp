@@ -151,11 +151,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                                                                      : CubinAssembler::automatic;
   // The workers compile; the daemon only describes the toolchain, and learns the assembler from
   // its first worker rather than keep nvJitLink mapped (ToolkitLibraries).
-  Toolchain detected = detect_toolchain(config.cuda_root, assembler, ToolkitLibraries::by_workers);
+  Toolchain detected = detect_toolchain(config.cuda_root, assembler, ToolkitLibraries::by_workers, config.rocm_device_libs);
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
-  worker::WorkerConfig worker_config{config.cuda_root, config.cubin_assembler, config.log_level, config.worker_memory};
+  worker::WorkerConfig worker_config{config.cuda_root, config.rocm_device_libs, config.cubin_assembler, config.log_level,
+                                     config.worker_memory};
   d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config);
   auto report = d->m_workers->start(config.workers);
   if (!report) return report.error();
@@ -184,7 +185,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   spdlog::info("AMD GPUs: {}; code objects by {}; ROCm device libraries {}",
                t.amdgpu_present ? "LLVM's AMDGPU backend" : "absent (no AMDGPU backend in LLVM)",
                t.lld.empty() ? "nobody (no ld.lld: amdgcn assembly only)" : t.lld.string(),
-               t.rocm_device_libs.empty() ? "absent (modules calling ocml or ockl are refused)" : t.rocm_device_libs.string());
+               t.rocm_device_libs.empty() ? "absent (modules calling hip.bc, ocml or ockl are refused)" : t.rocm_device_libs.string());
 
   d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
   ServiceLimits limits;

@@ -138,8 +138,9 @@ std::string read_whole(const std::filesystem::path& path) {
 }
 
 // LLVM's AMDGPU backend, ld.lld (found at configure time beside LLVM; else on PATH's usual
-// places), and ROCm's device libraries (Debian's rocm-device-libs, else /opt/rocm's).
-void detect_amdgpu(Toolchain& t) {
+// places), and ROCm's device libraries (--rocm-device-libs; else Debian's rocm-device-libs, else
+// /opt/rocm's).
+void detect_amdgpu(Toolchain& t, const std::filesystem::path& rocm_device_libs) {
   llvm::Triple triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())};
   std::string error;
   t.amdgpu_present = llvm::TargetRegistry::lookupTarget(triple, error) != nullptr;
@@ -151,13 +152,18 @@ void detect_amdgpu(Toolchain& t) {
     t.lld_version = version->output.substr(0, version->output.find('\n'));
     break;
   }
-  for (const char* dir : {KCACHE_ROCM_DEVICE_LIBS_DIR, "/opt/rocm/amdgcn/bitcode"}) {
-    std::filesystem::path folder(dir);
+  std::vector<std::filesystem::path> folders = {KCACHE_ROCM_DEVICE_LIBS_DIR, "/opt/rocm/amdgcn/bitcode"};
+  if (!rocm_device_libs.empty()) folders = {rocm_device_libs};  // the operator's, and no other
+  for (const std::filesystem::path& folder : folders) {
     if (folder.empty()) continue;
     std::string ocml = read_whole(folder / "ocml.bc"), ockl = read_whole(folder / "ockl.bc");
     if (ocml.empty() || ockl.empty()) continue;
     t.rocm_device_libs = folder;
-    t.rocm_device_libs_digest = sha256_hex(ocml) + sha256_hex(ockl);
+    // hip.bc is HIP's own device library (__atomic_work_item_fence, behind __syncthreads and
+    // __threadfence); a folder without it still serves OpenCL-style and Julia modules.
+    t.hip_bitcode = read_whole(folder / "hip.bc");
+    t.rocm_device_libs_digest = sha256_hex(ocml) + sha256_hex(ockl) +
+                                (t.hip_bitcode.empty() ? std::string("hip.bc absent") : sha256_hex(t.hip_bitcode));
     t.ocml_bitcode = std::move(ocml);
     t.ockl_bitcode = std::move(ockl);
     break;
@@ -230,7 +236,8 @@ bool assembler_by_workers(const Toolchain& t, CubinAssembler assembler) {
   return t.cuda_present && assembler != CubinAssembler::ptxas;
 }
 
-Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler, ToolkitLibraries load) {
+Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler, ToolkitLibraries load,
+                           const std::filesystem::path& rocm_device_libs) {
   initialise_llvm();
   Toolchain t;
   t.llvm_version = LLVM_VERSION_STRING;
@@ -239,7 +246,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   t.device_archs = llvm_device_archs();
   detect_cuda(t, cuda_root);
   detect_libdevice(t, cuda_root);
-  detect_amdgpu(t);
+  detect_amdgpu(t, rocm_device_libs);
   if (load == ToolkitLibraries::load && assembler_by_workers(t, assembler)) {
     t.nvjitlink = NvJitLink::open(cuda_root);
     if (t.nvjitlink) t.nvjitlink_version = t.nvjitlink->version();

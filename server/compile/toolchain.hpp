@@ -51,7 +51,8 @@ struct Toolchain {
   std::string lld_version;                // the version line it prints
   std::filesystem::path rocm_device_libs; // the folder holding ocml.bc and ockl.bc; empty when absent
   std::string ocml_bitcode, ockl_bitcode; // their bytes, read once
-  std::string rocm_device_libs_digest;    // of both
+  std::string hip_bitcode;                // hip.bc (HIP's __syncthreads and fences); empty when absent
+  std::string rocm_device_libs_digest;    // of all three ("hip.bc absent" where it is)
 
   Digest fingerprint{};
 };
@@ -71,9 +72,12 @@ std::string cuda_headers_digest(const std::vector<std::filesystem::path>& includ
 
 // Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
 // fingerprint. Initialises LLVM's targets on first use.
+// ROCm's device libraries come from `rocm_device_libs` where given, else from Debian's
+// rocm-device-libs folder or /opt/rocm's.
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root,
                            CubinAssembler assembler = CubinAssembler::automatic,
-                           ToolkitLibraries load = ToolkitLibraries::load);
+                           ToolkitLibraries load = ToolkitLibraries::load,
+                           const std::filesystem::path& rocm_device_libs = {});
 
 // Whether detect_toolchain(.., by_workers) left the assembler for a worker to report.
 bool assembler_by_workers(const Toolchain& toolchain, CubinAssembler assembler);

@@ -15,6 +15,8 @@
 
 #include <cerrno>
 #include <new>
+#include <set>
+#include <string>
 
 #include "image_proto.hpp"
 #include "kcache/worker/worker.pb.h"
@@ -69,6 +71,27 @@ void fill_result(Expected<CompileOutput>& output, Result& result) {
   for (std::string& d : output->diagnostics) result.add_diagnostics(std::move(d));
 }
 
+// What a person reads when LLVM stopped on the module. SelectionDAG's "Cannot select: intrinsic
+// %llvm.nvvm.wgmma..." means an instruction of another GPU generation: say which and for which
+// archs, rather than LLVM's words alone.
+std::string fatal_error_message(std::string_view what, const Job& job) {
+  std::set<std::string> arch_set;
+  for (const ImageRef& ref : job.images()) arch_set.insert(ref.arch());
+  std::string archs;
+  for (const std::string& arch : arch_set) archs += (archs.empty() ? "" : ", ") + arch;
+  constexpr std::string_view k_cannot_select = "Cannot select: intrinsic %";
+  if (auto at = what.find(k_cannot_select); at != std::string_view::npos) {
+    std::string_view name = what.substr(at + k_cannot_select.size());
+    name = name.substr(0, std::min<std::size_t>(name.find_first_of(" \n"), 200));
+    return "the module uses '" + std::string(name) + "', an instruction the asked archs (" + archs +
+           ") do not have: it was likely made for another GPU generation. Compile it for an arch that has it, or "
+           "guard the code by arch in the source (LLVM: " + std::string(what.substr(0, 300)) + ")";
+  }
+  return "LLVM stopped compiling this module for " + archs + ": " + std::string(what.substr(0, 2000)) +
+         ". The module asks for something the target cannot do (for example an intrinsic of another GPU "
+         "generation); if it should compile, report it with the module attached";
+}
+
 // Runs one job from the daemon.
 Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
   auto spec = wire::job_spec(job.request(), compiler.toolchain().host_triple, compiler.toolchain().max_ptx_version);
@@ -104,6 +127,7 @@ int worker_main(int argc, char** argv) {
   bool worker_mode = false;
   app.add_flag("--worker", worker_mode, "Serve compile jobs on fd 3");
   app.add_option("--cuda-root", config.cuda_root);
+  app.add_option("--rocm-device-libs", config.rocm_device_libs);
   app.add_option("--cubin-assembler", config.cubin_assembler);
   app.add_option("--log-level", config.log_level);
   app.add_option("--memory-limit", config.memory_limit);
@@ -127,7 +151,8 @@ int worker_main(int argc, char** argv) {
 
   throw_bad_alloc_from_llvm();
   throw_fatal_errors_from_llvm();
-  Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler)));
+  Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler), ToolkitLibraries::load,
+                                     config.rocm_device_libs));
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
   hello.set_nvjitlink_version(compiler.toolchain().nvjitlink_version);
@@ -159,9 +184,7 @@ int worker_main(int argc, char** argv) {
       leave = true;
       result.Clear();
       result.set_code(static_cast<std::uint32_t>(ErrorCode::k_invalid_argument));
-      result.set_message("LLVM stopped compiling this module: " + std::string(e.what()).substr(0, 2000) +
-                         ". The module asks for something the target cannot do (for example an intrinsic of "
-                         "another GPU generation); if it should compile, report it with the module attached");
+      result.set_message(fatal_error_message(e.what(), job));
       result.set_exiting(true);
     }
     if (!send_message(k_channel_fd, result) || leave) return leave ? 1 : 0;
@@ -209,7 +232,8 @@ Expected<WorkerSet::Process> WorkerSet::spawn() {
                                     "--cuda-root",          m_config.cuda_root.string(),
                                     "--cubin-assembler",    m_config.cubin_assembler,
                                     "--log-level",          m_config.log_level,
-                                    "--memory-limit",       std::to_string(m_config.memory_limit)};
+                                    "--memory-limit",       std::to_string(m_config.memory_limit),
+                                    "--rocm-device-libs",   m_config.rocm_device_libs.string()};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

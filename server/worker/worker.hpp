@@ -28,6 +28,7 @@ namespace kcache::server::worker {
 // What a worker needs to rebuild the daemon's toolchain and run under its limits.
 struct WorkerConfig {
   std::filesystem::path cuda_root;
+  std::filesystem::path rocm_device_libs;  // empty: the usual places
   std::string cubin_assembler = "auto";
   std::string log_level = "info";
   std::uint64_t memory_limit = 0;  // address space, bytes; 0: none

@@ -3,7 +3,6 @@
 // with LLVM's own tools (llvm-readobj --notes, llvm-objdump -d, llvm-nm), against the reference
 // toolchain run as processes (opt, llc, ld.lld), with selection by target ID, and every bad input.
 #include <algorithm>
-#include <array>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -12,12 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "amd_support.hpp"
 #include "daemon_fixture.hpp"
 
 namespace kcache::test {
 namespace {
-
-const std::filesystem::path k_tools = KCACHE_LLVM_TOOLS_DIR;
 
 std::filesystem::path amd_data() { return std::filesystem::path(KCACHE_TEST_DATA_DIR) / "amd"; }
 
@@ -36,7 +34,7 @@ std::vector<std::filesystem::path> amd_modules() {
 
 // The kernels a module defines, by LLVM's own reading of it (llvm-dis for bitcode).
 std::set<std::string> defined_kernels(const std::filesystem::path& module) {
-  std::string text = module.extension() == ".bc" ? run_program({(k_tools / "llvm-dis").string(), "-o", "-", module.string()}).out
+  std::string text = module.extension() == ".bc" ? run_program({(llvm_tools() / "llvm-dis").string(), "-o", "-", module.string()}).out
                                                    : read_file(module);
   std::set<std::string> out;
   static const std::regex kernel(R"(define [^@\n]*amdgpu_kernel [^@\n]*@("?)([^"( ]+)\1\()");
@@ -52,37 +50,10 @@ std::uint16_t elf_machine(const std::string& elf) {
 }
 constexpr std::uint16_t k_em_amdgpu = 224;
 
-// (kernel name) -> (".vgpr_count", ".sgpr_count", ".group_segment_fixed_size") from
-// llvm-readobj --notes, LLVM's own reading of the code object's metadata.
-std::map<std::string, std::array<std::uint64_t, 3>> readobj_kernels(const std::string& notes) {
-  std::map<std::string, std::array<std::uint64_t, 3>> out;
-  std::string name;
-  std::array<std::uint64_t, 3> counts{};
-  std::istringstream in(notes);
-  // Each kernel's map is one item of the amdhsa.kernels list ("  - "), its fields indented by
-  // four; the fields of its arguments are indented further and never match.
-  static const std::regex field(R"(^(  - |    )\.(name|vgpr_count|sgpr_count|group_segment_fixed_size):\s+(\S+))");
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("  - ") || (!line.empty() && line[0] != ' ')) {
-      if (!name.empty()) out[name] = counts;
-      name.clear();
-      counts = {};
-    }
-    std::smatch m;
-    if (!std::regex_search(line, m, field)) continue;
-    if (m[2] == "name") name = m[3];
-    else if (m[2] == "vgpr_count") counts[0] = std::stoull(m[3]);
-    else if (m[2] == "sgpr_count") counts[1] = std::stoull(m[3]);
-    else counts[2] = std::stoull(m[3]);
-  }
-  if (!name.empty()) out[name] = counts;
-  return out;
-}
-
 class Amd : public DaemonTest {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(k_tools / "llvm-readobj")) GTEST_SKIP() << "no llvm-readobj in " << k_tools;
+    if (!std::filesystem::exists(llvm_tools() / "llvm-readobj")) GTEST_SKIP() << "no llvm-readobj in " << llvm_tools();
     DaemonTest::SetUp();
     auto caps = m_client->capabilities();
     ASSERT_TRUE(caps) << caps.error().message;
@@ -132,7 +103,7 @@ TEST_F(Amd, EveryModuleBecomesCodeObjectsThatLlvmReadsAndDisassembles) {
       ASSERT_EQ(image.kind(), v1::KIND_HSACO);
       EXPECT_EQ(elf_machine(image.data()), k_em_amdgpu);
       std::filesystem::path file = write("k.hsaco", image.data());
-      auto notes = run_program({(k_tools / "llvm-readobj").string(), "--notes", file.string()});
+      auto notes = run_program({(llvm_tools() / "llvm-readobj").string(), "--notes", file.string()});
       ASSERT_EQ(notes.exit_code, 0) << notes.err;
       EXPECT_NE(notes.out.find("amdhsa.kernels"), std::string::npos);
       EXPECT_NE(notes.out.find("amdhsa.target:   amdgcn-amd-amdhsa--" + image.arch()), std::string::npos) << notes.out;
@@ -142,20 +113,20 @@ TEST_F(Amd, EveryModuleBecomesCodeObjectsThatLlvmReadsAndDisassembles) {
       for (const v1::KernelInfo& k : image.kernels()) {
         recorded.insert(k.name());
         ASSERT_TRUE(listed.contains(k.name())) << k.name();
-        EXPECT_EQ(k.registers(), listed[k.name()][0]) << k.name() << " VGPRs";
-        EXPECT_EQ(k.sgprs(), listed[k.name()][1]) << k.name() << " SGPRs";
-        EXPECT_EQ(k.shared_bytes(), listed[k.name()][2]) << k.name() << " LDS";
+        EXPECT_EQ(k.registers(), listed[k.name()].vgprs) << k.name() << " VGPRs";
+        EXPECT_EQ(k.sgprs(), listed[k.name()].sgprs) << k.name() << " SGPRs";
+        EXPECT_EQ(k.shared_bytes(), listed[k.name()].lds_bytes) << k.name() << " LDS";
         EXPECT_GT(k.registers(), 0u) << k.name();
         EXPECT_GT(k.sgprs(), 0u) << k.name();
       }
       EXPECT_EQ(recorded, kernels);
       std::string mcpu = image.arch().substr(0, image.arch().find(':'));
-      auto disassembly = run_program({(k_tools / "llvm-objdump").string(), "-d", "--mcpu=" + mcpu, file.string()});
+      auto disassembly = run_program({(llvm_tools() / "llvm-objdump").string(), "-d", "--mcpu=" + mcpu, file.string()});
       ASSERT_EQ(disassembly.exit_code, 0) << disassembly.err;
       EXPECT_NE(disassembly.out.find("s_endpgm"), std::string::npos);
       for (const std::string& k : kernels) EXPECT_NE(disassembly.out.find("<" + k + ">:"), std::string::npos) << k;
       // Nothing is left for a later link: ocml, ockl and rtlib resolved inside.
-      auto undefined = run_program({(k_tools / "llvm-nm").string(), "--undefined-only", file.string()});
+      auto undefined = run_program({(llvm_tools() / "llvm-nm").string(), "--undefined-only", file.string()});
       ASSERT_EQ(undefined.exit_code, 0) << undefined.err;
       EXPECT_EQ(undefined.out, "");
     }
@@ -188,21 +159,21 @@ TEST_F(Amd, MatchesTheReferenceToolchainRunAsProcesses) {
     SCOPED_TRACE(image.arch());
     std::filesystem::path optimized = m_dir.path() / "opt.bc", object = m_dir.path() / "ref.o",
                           hsaco = m_dir.path() / "ref.hsaco", ours = write("ours.hsaco", image.data());
-    auto opt = run_program({(k_tools / "opt").string(), "-O2", "-mtriple=amdgcn-amd-amdhsa", "-mcpu=" + image.arch(),
+    auto opt = run_program({(llvm_tools() / "opt").string(), "-O2", "-mtriple=amdgcn-amd-amdhsa", "-mcpu=" + image.arch(),
                             source.string(), "-o", optimized.string()});
     ASSERT_EQ(opt.exit_code, 0) << opt.err;
-    auto llc = run_program({(k_tools / "llc").string(), "-O2", "-mtriple=amdgcn-amd-amdhsa", "-mcpu=" + image.arch(),
+    auto llc = run_program({(llvm_tools() / "llc").string(), "-O2", "-mtriple=amdgcn-amd-amdhsa", "-mcpu=" + image.arch(),
                             "-filetype=obj", optimized.string(), "-o", object.string()});
     ASSERT_EQ(llc.exit_code, 0) << llc.err;
-    auto lld = run_program({(k_tools / "ld.lld").string(), "-shared", "--no-undefined", object.string(), "-o", hsaco.string()});
+    auto lld = run_program({(llvm_tools() / "ld.lld").string(), "-shared", "--no-undefined", object.string(), "-o", hsaco.string()});
     ASSERT_EQ(lld.exit_code, 0) << lld.err;
-    auto reference = readobj_kernels(run_program({(k_tools / "llvm-readobj").string(), "--notes", hsaco.string()}).out);
-    auto kcache = readobj_kernels(run_program({(k_tools / "llvm-readobj").string(), "--notes", ours.string()}).out);
+    auto reference = code_object_kernels(hsaco);
+    auto kcache = code_object_kernels(ours);
     ASSERT_FALSE(reference.empty());
     EXPECT_EQ(kcache, reference);
     // And the same instructions.
     auto disassemble = [&](const std::filesystem::path& f) {
-      std::string text = run_program({(k_tools / "llvm-objdump").string(), "-d", "--no-show-raw-insn",
+      std::string text = run_program({(llvm_tools() / "llvm-objdump").string(), "-d", "--no-show-raw-insn",
                                       "--no-leading-addr", "--mcpu=" + image.arch(), f.string()}).out;
       return text.substr(text.find("Disassembly of section .text"));
     };
@@ -278,7 +249,7 @@ define amdgpu_kernel void @k() {
 )";
   expect_refused(amd_request(wrong, {"gfx90a"}), ErrorCode::k_invalid_argument, "rtlib defines it as 'void (ptr)'");
   // A feature the target lacks: matrix cores (MFMA) exist on gfx908 and later CDNA parts, not on
-  // RDNA's gfx1100. LLVM stops on it; the worker says so and a fresh worker takes the next job.
+  // RDNA's gfx1100. Refused by name before LLVM meets it (LLVM would stop with "Cannot select").
   std::string mfma = R"(target triple = "amdgcn-amd-amdhsa"
 define amdgpu_kernel void @mm(ptr addrspace(1) %p) {
   %a = load float, ptr addrspace(1) %p
@@ -288,7 +259,8 @@ define amdgpu_kernel void @mm(ptr addrspace(1) %p) {
 }
 declare <4 x float> @llvm.amdgcn.mfma.f32.4x4x1f32(float, float, <4 x float>, i32, i32, i32)
 )";
-  expect_refused(amd_request(mfma, {"gfx1100"}), ErrorCode::k_invalid_argument, "Cannot select");
+  expect_refused(amd_request(mfma, {"gfx1100"}), ErrorCode::k_invalid_argument,
+                 "'llvm.amdgcn.mfma.f32.4x4x1f32' (used by function 'mm') is one of the MFMA matrix-core instructions");
   auto cdna = m_client->compile(amd_request(mfma, {"gfx90a"}));
   ASSERT_TRUE(cdna) << cdna.error().message;
   // Still serving.
@@ -316,7 +288,7 @@ TEST_F(Amd, AnOlderRuntimeGetsCodeObjectsOfTheVersionItLoads) {
   for (const v1::Image& image : older->images()) {
     EXPECT_EQ(version_of(image), 4) << image.arch();
     std::filesystem::path file = write("v4.hsaco", image.data());
-    auto notes = run_program({(k_tools / "llvm-readobj").string(), "--notes", file.string()});
+    auto notes = run_program({(llvm_tools() / "llvm-readobj").string(), "--notes", file.string()});
     ASSERT_EQ(notes.exit_code, 0) << notes.err;
     EXPECT_NE(notes.out.find("amdhsa.kernels"), std::string::npos);
     EXPECT_EQ(image.kernels_size(), current->images(0).kernels_size());

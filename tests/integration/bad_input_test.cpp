@@ -80,6 +80,32 @@ TEST_F(BadInput, EachIsRefusedClearlyAndNothingIsStored) {
   expect_still_serving();
 }
 
+// Bitcode made for a newer GPU generation, asked for an older one: retargeted like any module
+// (its target-cpu attributes are dropped), but an instruction the asked arch does not have is
+// refused naming the instruction and the arch, not with LLVM's crash text; a fresh worker takes
+// the next job.
+TEST_F(BadInput, AnInstructionOfANewerGenerationIsRefusedByName) {
+  const std::string cluster = R"(target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @arrive(ptr addrspace(1) %p) #0 {
+  call void @llvm.nvvm.barrier.cluster.arrive()
+  store i32 1, ptr addrspace(1) %p
+  ret void
+}
+declare void @llvm.nvvm.barrier.cluster.arrive()
+attributes #0 = { "target-cpu"="sm_90" "target-features"="+ptx80,+sm_90" }
+)";
+  auto r = m_client->compile(device_request(cluster, {"sm_80"}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_invalid_argument) << r.error().message;
+  EXPECT_NE(r.error().message.find("'llvm.nvvm.barrier.cluster.arrive'"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("(sm_80) do not have"), std::string::npos) << r.error().message;
+  expect_still_serving();
+  // The arch it was made for compiles it.
+  auto sm90 = m_client->compile(device_request(cluster, {"sm_90"}));
+  ASSERT_TRUE(sm90) << sm90.error().message;
+  EXPECT_NE(sm90->images(0).data().find("barrier.cluster.arrive"), std::string::npos);
+}
+
 TEST_F(BadInput, AMessageOverGrpcsLimitIsRefusedAndTheDaemonLivesOn) {
   auto r = m_client->compile(device_request(std::string(3 << 20, ' '), {"sm_90"}));
   ASSERT_FALSE(r);

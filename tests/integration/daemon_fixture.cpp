@@ -20,8 +20,8 @@ void DaemonTest::restart() {
   m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
 }
 
-v1::CompileRequest DaemonTest::device_request(const std::string& module, const std::vector<std::string>& archs,
-                                              std::vector<v1::ImageKind> emit) {
+v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,
+                                  std::vector<v1::ImageKind> emit) {
   v1::CompileRequest r;
   r.set_side(v1::SIDE_DEVICE);
   r.set_module(module);

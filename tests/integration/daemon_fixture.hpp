@@ -13,6 +13,10 @@
 
 namespace kcache::test {
 
+// A device compile request for `module` (text IR unless format says otherwise).
+v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,
+                                  std::vector<v1::ImageKind> emit = {v1::KIND_PTX});
+
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override;
@@ -27,10 +31,6 @@ class DaemonTest : public ::testing::Test {
   void restart();
 
   std::filesystem::path db() const { return m_dir.path() / "db"; }
-
-  // A device compile request for `module` (text IR unless format says otherwise).
-  static v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,
-                                           std::vector<v1::ImageKind> emit = {v1::KIND_PTX});
 
   // Compiles `request`, asking again while the answer is DEADLINE_EXCEEDED, for up to 60 s: under
   // a 1 s --job-timeout on a busy machine, a small job (or its wait for the worker that replaces

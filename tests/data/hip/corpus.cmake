@@ -1,0 +1,90 @@
+# The HIP pattern corpus (tests/data/hip): every source of corpus.tsv compiled by clang-22 against
+# Debian's HIP 5.2.3 headers (libamdhip64-dev) to amdgcn device bitcode, once for each arch it
+# lists, as real HIP builds compile one device pass per --offload-arch.
+#
+# include()d from tests/CMakeLists.txt. Inputs: KCACHE_CLANG, KCACHE_COMPILER_LAUNCHER.
+# Outputs:
+#   target kcache_hip_corpus (ALL)   builds ${CMAKE_CURRENT_BINARY_DIR}/hip/<stem>.<arch>.bc
+#   KCACHE_HIP_CORPUS_DIR            that folder, or empty when the corpus cannot be built
+#   KCACHE_HIP_CORPUS_SKIP_REASON    why it is empty (for GTEST_SKIP), else empty
+#   KCACHE_HIP_CORPUS_TSV            the list (tab-separated: file archs kernels notes)
+
+set(KCACHE_HIP_CORPUS_TSV "${CMAKE_CURRENT_LIST_DIR}/corpus.tsv")
+set(KCACHE_HIP_CORPUS_DIR "")
+set(KCACHE_HIP_CORPUS_SKIP_REASON "")
+set(_kc_hip_src_dir "${CMAKE_CURRENT_LIST_DIR}")
+set(_kc_hip_out_dir "${CMAKE_CURRENT_BINARY_DIR}/hip")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${KCACHE_HIP_CORPUS_TSV}")
+
+if(NOT KCACHE_CLANG OR NOT EXISTS "${KCACHE_CLANG}")
+  set(KCACHE_HIP_CORPUS_SKIP_REASON "clang (KCACHE_CLANG='${KCACHE_CLANG}') not found")
+elseif(NOT "AMDGPU" IN_LIST LLVM_TARGETS_TO_BUILD)
+  set(KCACHE_HIP_CORPUS_SKIP_REASON "LLVM was built without the AMDGPU target")
+elseif(NOT EXISTS "/usr/include/hip/hip_runtime.h")
+  set(KCACHE_HIP_CORPUS_SKIP_REASON "HIP headers not found (/usr/include/hip: Debian's libamdhip64-dev)")
+endif()
+if(KCACHE_HIP_CORPUS_SKIP_REASON)
+  message(STATUS "HIP corpus: not built (${KCACHE_HIP_CORPUS_SKIP_REASON})")
+  add_custom_target(kcache_hip_corpus ALL)
+  return()
+endif()
+set(KCACHE_HIP_CORPUS_DIR "${_kc_hip_out_dir}")
+file(MAKE_DIRECTORY "${_kc_hip_out_dir}")
+
+# The flags README.md explains: device-only bitcode, no device libraries (kcache and the bare
+# toolchain link them), code object 5 (what rocm-device-libs 5.2.3 has), and the prelude that
+# Debian's 5.2.3 headers need under clang-22.
+set(_kc_hip_flags -x hip --offload-device-only --no-gpu-bundle-output -nogpulib -O2 -emit-llvm -c
+    -mcode-object-version=5 -include "${_kc_hip_src_dir}/hip_prelude.h")
+
+# One list element per line; a ';' in the free-text notes would split a CMake list, so it is
+# replaced before splitting (the notes are not used here).
+file(READ "${KCACHE_HIP_CORPUS_TSV}" _kc_hip_text)
+string(REPLACE ";" "," _kc_hip_text "${_kc_hip_text}")
+string(REPLACE "\n" ";" _kc_hip_lines "${_kc_hip_text}")
+list(POP_FRONT _kc_hip_lines)  # header
+set(_kc_hip_outputs "")
+foreach(_line IN LISTS _kc_hip_lines)
+  if(_line STREQUAL "" OR _line MATCHES "^#")
+    continue()
+  endif()
+  string(REGEX MATCH "^([^\t]+)\t([^\t]+)\t" _fields "${_line}")
+  if(NOT _fields)
+    message(FATAL_ERROR "tests/data/hip/corpus.tsv: malformed line: ${_line}")
+  endif()
+  set(_source "${CMAKE_MATCH_1}")
+  string(REPLACE "," ";" _archs "${CMAKE_MATCH_2}")
+  get_filename_component(_stem "${_source}" NAME_WE)
+  foreach(_arch IN LISTS _archs)
+    # HIP 5.2's warpSize comes from __AMDGCN_WAVEFRONT_SIZE, which clang-22 no longer defines:
+    # 64 on gfx9, 32 on gfx10 and newer (HIP's defaults).
+    if(_arch MATCHES "^gfx1[0-9]")
+      set(_wave 32)
+    else()
+      set(_wave 64)
+    endif()
+    set(_bc "${_kc_hip_out_dir}/${_stem}.${_arch}.bc")
+    add_custom_command(
+      OUTPUT "${_bc}"
+      COMMAND ${KCACHE_COMPILER_LAUNCHER} "${KCACHE_CLANG}" ${_kc_hip_flags} --offload-arch=${_arch}
+              -D__AMDGCN_WAVEFRONT_SIZE=${_wave} -MD -MF "${_bc}.d" -MT "${_bc}" "${_kc_hip_src_dir}/${_source}"
+              -o "${_bc}"
+      DEPENDS "${_kc_hip_src_dir}/${_source}" "${_kc_hip_src_dir}/hip_prelude.h"
+      DEPFILE "${_bc}.d"
+      COMMENT "HIP corpus: clang ${_source} (${_arch})"
+      VERBATIM)
+    list(APPEND _kc_hip_outputs "${_bc}")
+  endforeach()
+endforeach()
+
+add_custom_target(kcache_hip_corpus ALL DEPENDS ${_kc_hip_outputs})
+list(LENGTH _kc_hip_outputs _kc_hip_count)
+message(STATUS "HIP corpus: ${_kc_hip_count} files in ${KCACHE_HIP_CORPUS_DIR}")
+
+unset(_kc_hip_lines)
+unset(_kc_hip_text)
+unset(_kc_hip_outputs)
+unset(_kc_hip_count)
+unset(_kc_hip_flags)
+unset(_kc_hip_out_dir)
+unset(_kc_hip_src_dir)
