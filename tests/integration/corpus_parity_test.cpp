@@ -260,7 +260,7 @@ TEST_F(CorpusParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyI
   for (const CorpusModule& m : corpus) {
     for (const std::string& arch : m.archs) {
       jobs.push_back({&m, arch, false, {}, {}});
-      jobs.push_back({&m, arch, true, {}, {}});
+      if (!m.huge) jobs.push_back({&m, arch, true, {}, {}});  // no nvcc PTX is built for it (corpus.cmake)
     }
   }
   std::atomic<std::size_t> next{0};
@@ -301,8 +301,8 @@ TEST_F(CorpusParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyI
     if (!j.reference.accepted) std::printf("  reference refused %s: %.300s\n", what.c_str(), j.reference.error.c_str());
   }
   for (const auto& [input, counts] : accepted) {
-    std::printf("corpus parity (%s input): reference accepted %d of %zu module-arch jobs, kcache %d\n", input.c_str(),
-                counts.first, jobs.size() / 2, counts.second);
+    std::printf("corpus parity (%s input): reference accepted %d module-arch jobs, kcache %d\n", input.c_str(),
+                counts.first, counts.second);
   }
   std::printf("summed time: reference %.1f s, kcache %.1f s (3 clients, 2 workers)\n", reference_seconds, kcache_seconds);
 }
