@@ -258,9 +258,15 @@ Expected<FetchedImage> Client::fetch_once(const v1::FetchRequest& request) {
 template <typename Call>
 auto Client::with_retries(Call call) -> decltype(call()) {
   auto backoff = std::chrono::milliseconds(50);
+  // The call's deadline bounds its retries too: a caller that gives a call one second does not
+  // wait four on an unreachable daemon.
+  auto give_up = std::chrono::steady_clock::now() + m_options.deadline;
   for (int attempt = 1;; ++attempt) {
     auto result = call();
-    if (result || result.error().code != ErrorCode::k_unavailable || attempt >= m_options.max_attempts) return result;
+    if (result || result.error().code != ErrorCode::k_unavailable || attempt >= m_options.max_attempts ||
+        std::chrono::steady_clock::now() + backoff > give_up) {
+      return result;
+    }
     ++m_retries;
     std::this_thread::sleep_for(backoff);
     // A fresh channel connects at once; an old one that saw the daemon go away waits out

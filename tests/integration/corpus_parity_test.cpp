@@ -5,7 +5,6 @@
 // fewer), and each cubin must hold exactly the module's kernels. nvcc's PTX of each module goes
 // through `--format ptx` the same way. The time-limit path runs on the corpus's huge kernel.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -13,7 +12,6 @@
 #include <regex>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "compile/cubin.hpp"
 #include "daemon_fixture.hpp"
@@ -263,20 +261,14 @@ TEST_F(CorpusParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyI
       if (!m.huge) jobs.push_back({&m, arch, true, {}, {}});  // no nvcc PTX is built for it (corpus.cmake)
     }
   }
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    Client client(ClientOptions{m_daemon->address(), std::chrono::seconds(300)});
-    for (std::size_t i = next++; i < jobs.size(); i = next++) {
-      Job& j = jobs[i];
-      TempDir dir;
-      j.reference = j.nvcc ? reference_from_nvcc_ptx(*j.module, j.arch, dir.path())
-                           : reference_from_bitcode(*j.module, j.arch, dir.path());
-      j.kcache = through_kcache(client, *j.module, j.arch, j.nvcc);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t) threads.emplace_back(work);
-  for (std::thread& t : threads) t.join();
+  auto make_client = [&] { return std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(300)}); };
+  parallel_for(jobs.size(), 3, make_client, [&](std::unique_ptr<Client>& client, std::size_t i) {
+    Job& j = jobs[i];
+    TempDir dir;
+    j.reference = j.nvcc ? reference_from_nvcc_ptx(*j.module, j.arch, dir.path())
+                         : reference_from_bitcode(*j.module, j.arch, dir.path());
+    j.kcache = through_kcache(*client, *j.module, j.arch, j.nvcc);
+  });
 
   std::map<std::string, std::pair<int, int>> accepted;  // input -> (reference, kcache)
   double reference_seconds = 0, kcache_seconds = 0;

@@ -5,11 +5,9 @@
 // bare toolchain accepts, with exactly its kernels; it may accept more (it sets the oclc control
 // constants itself, where rocm-device-libs 5.2.3 has no file for gfx942 or gfx11). Then the rule
 // for bitcode made for another arch (README, "AMD GPUs"), on the same corpus.
-#include <atomic>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "amd_support.hpp"
 #include "daemon_fixture.hpp"
@@ -126,20 +124,14 @@ TEST_F(HipParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyItsK
   for (const HipFile& f : corpus) {
     for (const std::string& arch : f.archs) jobs.push_back({&f, arch, {}, {}});
   }
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    Client client(ClientOptions{m_daemon->address(), std::chrono::seconds(300)});
-    for (std::size_t i = next++; i < jobs.size(); i = next++) {
-      Job& j = jobs[i];
-      TempDir dir;
-      std::filesystem::path bitcode = hip_bitcode(j.file->stem, j.arch);
-      j.reference = reference(bitcode, j.arch, dir.path());
-      j.kcache = through_kcache(client, bitcode, j.arch, dir.path());
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t) threads.emplace_back(work);
-  for (std::thread& t : threads) t.join();
+  auto make_client = [&] { return std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(300)}); };
+  parallel_for(jobs.size(), 2, make_client, [&](std::unique_ptr<Client>& client, std::size_t i) {
+    Job& j = jobs[i];
+    TempDir dir;
+    std::filesystem::path bitcode = hip_bitcode(j.file->stem, j.arch);
+    j.reference = reference(bitcode, j.arch, dir.path());
+    j.kcache = through_kcache(*client, bitcode, j.arch, dir.path());
+  });
 
   std::map<std::string, std::pair<int, int>> accepted;  // arch -> (reference, kcache)
   for (const Job& j : jobs) {

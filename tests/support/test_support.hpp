@@ -4,9 +4,11 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "slow_module.hpp"  // slow_device_module
@@ -106,5 +108,20 @@ std::string host_object_with_llc(const std::string& text_ir);
 
 // The CUDA toolkit's ptxas, or empty when the toolkit is absent.
 std::filesystem::path ptxas_path();
+
+// Runs work(state, i) for every i below `count` on `threads` threads, each with its own state
+// from make_state() (a client, say), each taking the next i as it finishes one.
+template <typename MakeState, typename Work>
+void parallel_for(std::size_t count, int threads, MakeState make_state, Work work) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      auto state = make_state();
+      for (std::size_t i = next++; i < count; i = next++) work(state, i);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+}
 
 }  // namespace kcache::test

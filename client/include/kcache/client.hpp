@@ -28,9 +28,10 @@ struct ClientOptions {
   std::chrono::milliseconds deadline;  // per call; compiles can be slow
   // compile, fetch and fetch_or_compile make a call that finds the daemon UNAVAILABLE this many
   // times in all, on a fresh channel each time, backing off from 50 ms, doubling, up to 1 s
-  // between tries (about 4.5 s with 8 attempts). Both calls are safe to repeat: a key names its
-  // result. A connection can fail now and then even to a daemon that is up (a stampede of clients
-  // connecting at once on loopback saw it), and a daemon restarted by its supervisor comes back.
+  // between tries (about 4.5 s with 8 attempts), and never past the call's deadline. Both calls
+  // are safe to repeat: a key names its result. A connection can fail now and then even to a
+  // daemon that is up (a stampede of clients connecting at once on loopback saw it), and a daemon
+  // restarted by its supervisor comes back.
   int max_attempts = 8;
   // TLS: set tls to use it; tls_ca_file verifies the server (empty: the system's roots);
   // tls_cert_file and tls_key_file present a client certificate (mutual TLS).

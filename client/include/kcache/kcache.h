@@ -117,8 +117,8 @@ void kcache_job_init_size(kcache_job *job, size_t struct_size);
 const char *kcache_last_error(void);
 
 /* A client of the daemon at `server` (HOST:PORT; NULL: $KCACHE_SERVER, else 127.0.0.1:7878), each
- * call limited to `timeout_seconds` (<= 0: ten minutes). Connects lazily: an unreachable daemon
- * is reported by the first call that needs it. */
+ * call limited to `timeout_seconds` (<= 0: ten minutes), its retries of an unreachable daemon
+ * included. Connects lazily: an unreachable daemon is reported by the first call that needs it. */
 kcache_status kcache_connect(const char *server, double timeout_seconds, kcache_client **out);
 void kcache_client_free(kcache_client *client);
 

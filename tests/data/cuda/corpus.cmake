@@ -49,19 +49,10 @@ set(_kc_clang_flags
   -x cuda --cuda-path=${KCACHE_CUDA_ROOT} --cuda-device-only -emit-llvm -c -O2
   -Wno-unknown-cuda-version -I${KCACHE_CUDA_ROOT}/include/cccl)
 
-# One list element per line; a ';' in the free-text notes would split a CMake list, so it is
-# replaced before splitting (the notes are not used here).
-file(READ "${KCACHE_CUDA_CORPUS_TSV}" _kc_corpus_text)
-string(REPLACE ";" "," _kc_corpus_text "${_kc_corpus_text}")
-string(REPLACE "\r" "" _kc_corpus_text "${_kc_corpus_text}")
-string(REPLACE "\n" ";" _kc_corpus_lines "${_kc_corpus_text}")
-list(POP_FRONT _kc_corpus_lines)  # header
+kcache_corpus_lines("${KCACHE_CUDA_CORPUS_TSV}" _kc_corpus_lines)
 set(_kc_corpus_outputs "")
 set(_kc_corpus_seen "")  # "<stem>.<arch>" already given a rule
 foreach(_line IN LISTS _kc_corpus_lines)
-  if(_line STREQUAL "" OR _line MATCHES "^#")
-    continue()
-  endif()
   # The notes are free text: take the first four tab-separated fields only.
   string(REGEX MATCH "^([^\t]+)\t([^\t]+)\t([^\t]+)\t([^\t]+)" _fields "${_line}")
   if(NOT _fields)
@@ -125,7 +116,6 @@ list(LENGTH _kc_corpus_outputs _kc_corpus_count)
 message(STATUS "CUDA corpus: ${_kc_corpus_count} files in ${KCACHE_CUDA_CORPUS_DIR} (nvcc: ${KCACHE_CUDA_CORPUS_NVCC})")
 
 unset(_kc_corpus_lines)
-unset(_kc_corpus_text)
 unset(_kc_corpus_outputs)
 unset(_kc_corpus_seen)
 unset(_kc_corpus_count)
