@@ -1,6 +1,7 @@
 #include "cli_common.hpp"
 
 #include "kcache/file_names.hpp"
+#include "kcache/input_file.hpp"
 #include "kcache/source_headers.hpp"
 
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace kcache::cli {
 
@@ -109,11 +109,20 @@ std::vector<std::string> JobFlags::macro_options() const {
   return out;
 }
 
-JobInput JobFlags::read() const {
+JobInput JobFlags::read(std::uint64_t max_module_bytes) const {
   JobInput in;
   JobSpec& spec = in.spec;
+  // kcached's --max-module-size covers a job's modules and headers together (wire::module_bytes):
+  // each file is read within what the files before it left.
+  std::uint64_t used = 0;
   for (const std::string& file : files) {
-    in.modules.push_back(read_file(file));
+    std::string source = "kcached's --max-module-size";
+    if (used > 0) {
+      source += " (" + std::to_string(max_module_bytes) + " bytes for all of a job's modules, less the " +
+                std::to_string(used) + " of the files before it)";
+    }
+    in.modules.push_back(read_file(file, {max_module_bytes - used, source}));
+    used += in.modules.back().size();
     InputFormat f = !format.empty()                                ? *parse_format(format)
                     : std::filesystem::path(file).extension() == ".cu" ? InputFormat::cuda_cpp
                                                                         : infer_format(in.modules.back());
@@ -150,7 +159,8 @@ JobInput JobFlags::read() const {
   source.name_expressions = name_exprs;
   std::vector<std::filesystem::path> dirs(include_dirs.begin(), include_dirs.end());
   std::filesystem::path source_dir = std::filesystem::path(files[0]).parent_path();
-  auto headers = collect_headers(in.modules[0], source_dir.empty() ? "." : source_dir, dirs);
+  auto headers =
+      collect_headers(in.modules[0], source_dir.empty() ? "." : source_dir, dirs, max_module_bytes - used);
   if (!headers) fail(k_exit_usage, headers.error().message);
   for (CollectedHeader& h : *headers) {
     source.headers.push_back({h.name, sha256(h.bytes)});
@@ -183,19 +193,18 @@ CudaVersion parse_driver_flag(const std::string& text) {
 }
 
 void fail(int code, std::string message) { throw Failure{code, std::move(message), {}}; }
-void fail(const Error& e) {
-  throw Failure{exit_code_for(e), std::string(error_code_name(e.code)) + ": " + e.message, e.details};
+void fail(const Error& e) { fail(exit_code_for(e), e); }
+void fail(int code, const Error& e) {
+  throw Failure{code, std::string(error_code_name(e.code)) + ": " + e.message, e.details};
 }
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(k_exit_usage, "cannot read " + path + ": it is a folder");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(k_exit_usage, "cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (f.bad()) fail(k_exit_usage, "cannot read " + path + ": " + std::strerror(errno));
-  return s.str();
+std::string read_file(const std::string& path, const InputLimit& limit) {
+  auto bytes = read_input_file(path, limit);
+  if (!bytes) {
+    fail(bytes.error().code == ErrorCode::k_resource_exhausted ? k_exit_bad_input : k_exit_usage,
+         bytes.error().message);
+  }
+  return std::move(*bytes);
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "kcache/expected.hpp"
 #include "kcache/driver.hpp"
+#include "kcache/input_file.hpp"
 #include "kcache/job.hpp"
 
 namespace kcache::cli {
@@ -84,7 +85,9 @@ struct JobFlags {
   // Every repeatable option takes one value per use (`-D N=4 k.cu` leaves k.cu a FILE).
   void add_to(CLI::App& cmd);
   // Reads every file and builds the job's spec (formats from --format, else inferred per file).
-  JobInput read() const;
+  // The modules and headers together may hold `max_module_bytes`, the daemon's --max-module-size:
+  // a file past it is refused before it is read (exit 3, as the daemon would refuse the job).
+  JobInput read(std::uint64_t max_module_bytes) const;
   // The image kinds; fails on a bad --emit.
   std::vector<ImageKind> kinds() const;
 
@@ -113,10 +116,13 @@ struct Failure {
 };
 [[noreturn]] void fail(int code, std::string message);
 [[noreturn]] void fail(const Error& e);
+// `e` with an exit code chosen by the caller.
+[[noreturn]] void fail(int code, const Error& e);
 
 // Every file-system failure is a Failure naming the path: reading exits k_exit_usage (the
-// user named it), writing k_exit_error.
-std::string read_file(const std::string& path);
+// user named it), or k_exit_bad_input for a file over `limit`; writing exits k_exit_error.
+// Inputs are read with read_input_file: regular files only, never past their limit.
+std::string read_file(const std::string& path, const InputLimit& limit);
 void write_file(const std::filesystem::path& path, std::string_view data);
 // Creates `dir` and its parents; fails unless it then is a folder.
 void make_directories(const std::filesystem::path& dir);

@@ -61,7 +61,9 @@ std::optional<int> cached_compile(int argc, char** argv) {
   JobSpec& spec = input.spec;
   std::vector<ImageRequest> images;
   try {
-    input = job.read();
+    // The saved state does not hold the daemon's --max-module-size: its default bounds the read,
+    // and a larger module (for a daemon that takes one) is read again by kcache-grpc, which asks.
+    input = job.read(k_default_max_module_bytes);
     // The key of a job for an older driver needs the daemon's PTX ISA, which the saved state
     // lacks: such jobs take the full client.
     if (input.driver != 0) return std::nullopt;

@@ -28,9 +28,27 @@ namespace v1 = kcache::v1;
 
 using namespace kcache::cli;
 
-v1::CompileRequest build_request(const JobFlags& flags) {
+// The most bytes of modules and headers a job may send to the daemon of `caps`: its
+// --max-module-size (an older daemon that states none has kcached's default).
+std::uint64_t module_limit(const v1::Capabilities& caps) {
+  std::uint64_t limit = caps.limits().max_module_bytes();
+  return limit != 0 ? limit : kcache::k_default_max_module_bytes;
+}
+
+// The same, asked of `client`'s daemon before any file is read, so a file too large is refused
+// unread. A daemon that does not answer gets kcached's default: the files are still read within a
+// bound, and the call that needs the daemon then says why it did not answer; one that ran out the
+// --timeout fails here, rather than making the next call wait as long again.
+std::uint64_t module_limit(kcache::Client& client) {
+  auto caps = client.capabilities();
+  if (caps) return module_limit(*caps);
+  if (caps.error().code == kcache::ErrorCode::k_deadline_exceeded) fail(caps.error());
+  return kcache::k_default_max_module_bytes;
+}
+
+v1::CompileRequest build_request(const JobFlags& flags, std::uint64_t max_module_bytes) {
   v1::CompileRequest request;
-  JobInput input = flags.read();
+  JobInput input = flags.read(max_module_bytes);
   kcache::wire::fill_request(input.spec, request);
   kcache::wire::set_modules(input.spec, input.views(), request);
   std::vector<kcache::wire::NamedBytes> headers;
@@ -115,7 +133,7 @@ void remember_server(kcache::Client& client) {
 }
 
 int run_compile(kcache::Client& client, const GlobalFlags& g, const JobFlags& job, const OutputFlags& out) {
-  v1::CompileRequest request = build_request(job);
+  v1::CompileRequest request = build_request(job, module_limit(client));
   request.set_digests_only(!out.wants_files());
   auto response = client.compile(request);
   if (!response) fail(response.error());
@@ -265,7 +283,7 @@ int run_stats(kcache::Client& client, const GlobalFlags& g) {
 }
 
 int run_key(kcache::Client& client, const GlobalFlags& g, const JobFlags& job) {
-  v1::CompileRequest request = build_request(job);
+  v1::CompileRequest request = build_request(job, module_limit(client));
   auto key = client.compute_key(request);
   if (!key) fail(key.error());
   remember_server(client);
@@ -308,7 +326,8 @@ JobFlags job_from_manifest(const kcache::ManifestModule& m, const std::filesyste
 int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::string& manifest_path,
                    std::vector<std::string> archs, const std::string& out, unsigned jobs, const std::string& driver) {
   kcache::CudaVersion driver_version = parse_driver_flag(driver);
-  auto manifest = kcache::parse_manifest(read_file(manifest_path), kcache::manifest_syntax_of(manifest_path));
+  std::string text = read_file(manifest_path, {kcache::k_max_manifest_bytes, "kcache's limit on a manifest"});
+  auto manifest = kcache::parse_manifest(text, kcache::manifest_syntax_of(manifest_path));
   if (!manifest) fail(k_exit_usage, manifest_path + ": " + manifest.error().message);
   if (archs.empty()) archs = manifest->archs;
   const std::vector<kcache::ManifestModule>& modules = manifest->modules;
@@ -316,6 +335,7 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
   make_directories(std::filesystem::path(out) / "images");
   auto caps = client.capabilities();
   if (!caps) fail(caps.error());
+  const std::uint64_t max_module_bytes = module_limit(*caps);
 
   std::vector<kcache::BundleEntry> entries(modules.size());
   std::vector<std::string> errors(modules.size());
@@ -328,7 +348,7 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
       try {
         JobFlags flags = job_from_manifest(modules[i], base, archs);
         flags.driver = driver;
-        auto response = client.compile(build_request(flags));
+        auto response = client.compile(build_request(flags, max_module_bytes));
         if (!response) fail(response.error());
         kcache::BundleEntry& e = entries[i];
         e.module = name;
@@ -386,18 +406,25 @@ int run_precompile(kcache::Client& client, const GlobalFlags& g, const std::stri
   return k_exit_ok;
 }
 
+// A bundle's failure: NOT_FOUND (no bundle, no such key, no image for the arch) exits 4; every
+// other is a refusal of the bundle (a bad index, an image file that is not what the index says,
+// whatever its code) and exits 3, bad input.
+[[noreturn]] void fail_bundle(const kcache::Error& e) {
+  fail(e.code == kcache::ErrorCode::k_not_found ? k_exit_not_found : k_exit_bad_input, e);
+}
+
 int run_bundle_fetch(const GlobalFlags& g, const std::string& dir, const std::string& key, const std::string& arch,
                      const std::string& kind, const std::string& driver, const OutputFlags& out) {
   kcache::CudaVersion driver_version = parse_driver_flag(driver);
   auto bundle = kcache::Bundle::open(dir);
-  if (!bundle) fail(bundle.error());
+  if (!bundle) fail_bundle(bundle.error());
   std::optional<kcache::ImageKind> only;
   if (!kind.empty()) {
     only = kcache::parse_kind(kind);
     if (!only) fail(k_exit_usage, "--kind: unknown kind '" + kind + "' (use ptx, cubin or obj)");
   }
   auto found = bundle->fetch(key, arch, only, driver_version);
-  if (!found) fail(found.error());
+  if (!found) fail_bundle(found.error());
   v1::Image image;
   image.set_arch(found->image.id.arch);
   image.set_kind(kcache::wire::to_proto(found->image.id.kind));

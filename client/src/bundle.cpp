@@ -6,10 +6,10 @@
 #include <limits>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "json_fields.hpp"
 #include "kcache/file_names.hpp"
+#include "kcache/input_file.hpp"
 #include "kcache/select.hpp"
 #include "kcache/sha256.hpp"
 
@@ -161,16 +161,12 @@ Expected<BundleIndex> parse_bundle_index(std::string_view text) {
 
 Expected<Bundle> Bundle::open(const std::filesystem::path& dir) {
   std::filesystem::path path = dir / "index.json";
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return make_error(ErrorCode::k_invalid_argument, "cannot read " + path.string() + ": it is a folder");
+  auto text = read_input_file(path, {k_max_bundle_index_bytes, "kcache's limit on a bundle index"});
+  if (!text && text.error().code == ErrorCode::k_not_found) {
+    return make_error(ErrorCode::k_not_found, "no bundle at " + dir.string() + " (no index.json)");
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(ErrorCode::k_not_found, "no bundle at " + dir.string() + " (no index.json)");
-  std::ostringstream text;
-  text << f.rdbuf();
-  if (f.bad()) return make_error(ErrorCode::k_invalid_argument, "cannot read " + path.string());
-  auto index = parse_bundle_index(text.str());
+  if (!text) return make_error(ErrorCode::k_invalid_argument, text.error().message);
+  auto index = parse_bundle_index(*text);
   if (!index) return make_error(index.error().code, path.string() + ": " + index.error().message);
   Bundle bundle;
   bundle.m_dir = dir;
@@ -188,14 +184,25 @@ Expected<std::string> Bundle::read_image(const BundleImage& image) const {
     return make_error(ErrorCode::k_invalid_argument,
                       "refusing " + (m_dir / image.file).string() + ": it resolves outside the bundle");
   }
-  std::ifstream f(m_dir / image.file, std::ios::binary);
-  std::ostringstream data;
-  data << f.rdbuf();
-  if (!f || data.str().size() != image.size || sha256_hex(data.str()) != image.sha256) {
+  // Never more than the index records: a larger file is refused before it is read whole, as one
+  // whose size or digest disagrees (INTERNAL, as kcache.h says); a FIFO, a device or a missing
+  // file is INVALID_ARGUMENT.
+  auto data = read_input_file(m_dir / image.file, {image.size, "the size the bundle index records"});
+  if (!data) {
+    bool larger = data.error().code == ErrorCode::k_resource_exhausted;
+    return make_error(larger ? ErrorCode::k_internal : ErrorCode::k_invalid_argument,
+                      data.error().message + " (corrupt bundle)");
+  }
+  if (data->size() != image.size) {
+    return make_error(ErrorCode::k_internal, "refusing " + (m_dir / image.file).string() + ": it holds " +
+                                                 std::to_string(data->size()) + " bytes; the bundle index records " +
+                                                 std::to_string(image.size) + " (corrupt bundle)");
+  }
+  if (sha256_hex(*data) != image.sha256) {
     return make_error(ErrorCode::k_internal, "refusing " + (m_dir / image.file).string() +
                                                  ": its SHA-256 does not match the bundle index (corrupt bundle)");
   }
-  return data.str();
+  return std::move(*data);
 }
 
 Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string& arch, std::optional<ImageKind> kind,

@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kcache/checksum.hpp"
+#include "kcache/input_file.hpp"
 #include "kcache/sha256.hpp"
 #include "wire/wire.hpp"
 
@@ -17,11 +16,14 @@ namespace kcache {
 
 namespace {
 
+// The most a PEM file (a CA bundle, a certificate chain, a key) may hold.
+constexpr std::uint64_t k_max_pem_file_bytes = 16 << 20;
+
+// A PEM file's text; empty when it cannot be read (gRPC then says the TLS setup is bad): a FIFO,
+// a device or a file past k_max_pem_file_bytes is not read.
 std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  auto text = read_input_file(path, {k_max_pem_file_bytes, "kcache's limit on a PEM file"});
+  return text ? std::move(*text) : std::string();
 }
 
 std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const ClientOptions& o) {
@@ -152,6 +154,8 @@ std::string path_part(std::string_view text) {
 
 std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchRequest& request) {
   if (!m_options.http_fetch || m_options.tls) return std::nullopt;
+  // A number its enum does not define goes over gRPC, where the daemon names it (INVALID_ARGUMENT).
+  if (!v1::Side_IsValid(request.side()) || !v1::ImageKind_IsValid(request.kind())) return std::nullopt;
   int http_port = 0;
   {
     // The port alone, not a copy of the whole Capabilities message on every fetch.

@@ -7,8 +7,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kcache/input_file.hpp"
+
 namespace kcache {
 namespace {
+
+// A token is one line: a file past this is not a token file.
+constexpr std::uint64_t k_max_token_file_bytes = 64 << 10;
 
 std::filesystem::path state_dir() {
   if (const char* d = std::getenv("KCACHE_STATE_DIR"); d != nullptr && *d != '\0') return d;
@@ -39,9 +44,9 @@ std::string resolve_server(std::string_view flag) {
 Expected<std::string> resolve_token(const std::string& token_file) {
   std::string token;
   if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) return make_error(ErrorCode::k_failed_precondition, "cannot read the token file " + token_file);
-    std::getline(in, token);
+    auto text = read_input_file(token_file, {k_max_token_file_bytes, "kcache's limit on a token file"});
+    if (!text) return make_error(ErrorCode::k_failed_precondition, "the token file: " + text.error().message);
+    token = text->substr(0, text->find('\n'));
   } else if (const char* env = std::getenv("KCACHE_TOKEN"); env != nullptr) {
     token = env;
   }

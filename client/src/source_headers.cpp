@@ -1,10 +1,9 @@
 #include "kcache/source_headers.hpp"
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "kcache/includes.hpp"
+#include "kcache/input_file.hpp"
 #include "kcache/job.hpp"
 
 namespace kcache {
@@ -15,15 +14,6 @@ struct Pending {
   std::filesystem::path dir;  // where the file was found: its "quoted" includes are looked for here first
   std::string label;          // for messages
 };
-
-std::optional<std::string> read_whole(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (f.bad()) return std::nullopt;
-  return s.str();
-}
 
 }  // namespace
 
@@ -64,8 +54,10 @@ Expected<std::vector<CollectedHeader>> collect_headers(std::string_view source, 
         }
       }
       if (found.empty()) continue;  // a toolkit header, or one the daemon will report missing
-      auto text = read_whole(found);
-      if (!text) return refuse("found " + found.string() + ", which cannot be read");
+      // A header that is a FIFO or a device, or larger than all the job may hold, is refused
+      // before it is read; the total is checked below.
+      auto text = read_input_file(found, {max_bytes, "the limit on a job's headers"});
+      if (!text) return refuse("found a header that cannot be used: " + text.error().message);
       if (auto seen = by_name.find(d.name); seen != by_name.end()) {
         if (out[seen->second].bytes != *text) {
           return refuse("finds " + found.string() + ", but '" + d.name + "' already named " +

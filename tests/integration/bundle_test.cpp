@@ -1,6 +1,7 @@
 // Precompiled bundles: `kcache precompile` over 20 modules x 2 archs through the daemon, then
 // `kcache bundle-fetch` serving from the bundle with the daemon gone; a corrupt file is refused.
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include "daemon_fixture.hpp"
 #include "kcache/bundle.hpp"
@@ -62,7 +63,7 @@ TEST_F(Bundles, PrecompileTwentyModulesThenServeWithoutADaemon) {
   auto refused = run_cli({"bundle-fetch", out.string(), index["entries"][0]["key"], "--arch", arch, "--kind", kind,
                           "-o", (m_dir.path() / "x").string()},
                          "");
-  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_EQ(refused.exit_code, 3);  // a bad bundle, as the README's table says
   EXPECT_NE(refused.err.find("does not match the bundle index"), std::string::npos) << refused.err;
 }
 
@@ -104,6 +105,46 @@ TEST(BundleIndex, FilesOutsideTheBundleAreRefused) {
   auto linked = run_cli({"bundle-fetch", bundle.string(), key, "--arch", "sm_80", "-o", (dir.path() / "out").string()}, "");
   EXPECT_EQ(linked.exit_code, 3) << linked.err;
   EXPECT_NE(linked.err.find("resolves outside the bundle"), std::string::npos) << linked.err;
+}
+
+// The files of a bundle are read as regular files, an image never past the size its index
+// records: an index or image that is a FIFO, an index that is /dev/zero, or an image larger than
+// the index says is refused at once (exit 3); a FIFO once hung bundle-fetch, and a 4 GiB image
+// was read whole (6 GB) before it was refused (exit 1).
+TEST(BundleFiles, FifosDevicesAndImagesLargerThanTheIndexSaysAreRefusedUnread) {
+  TempDir dir;
+  std::filesystem::path bundle = dir.path() / "bundle", index = bundle / "index.json";
+  std::filesystem::create_directories(bundle / "images");
+  const std::string ptx = "// ptx\n", key(64, 'a'), out = (dir.path() / "out").string();
+  json image = {{"arch", "sm_80"}, {"kind", "ptx"}, {"size", ptx.size()}, {"sha256", sha256_hex(ptx)},
+                {"file", "images/k.ptx"}};
+  const std::string doc = json{{"format", "kcache-bundle-1"}, {"fingerprint", ""},
+                               {"entries", json::array({json{{"key", key}, {"images", json::array({image})}}})}}
+                              .dump();
+  const std::vector<std::string> fetch = {"bundle-fetch", bundle.string(), key, "--arch", "sm_80", "-o", out};
+
+  ASSERT_EQ(::mkfifo(index.c_str(), 0600), 0);
+  expect_quick_refusal(fetch, "", 3, "cannot read " + index.string() + ": it is a FIFO, not a regular file");
+  std::filesystem::remove(index);
+  std::filesystem::create_symlink("/dev/zero", index);
+  expect_quick_refusal(fetch, "", 3,
+                       "cannot read " + index.string() + ": it is a character device, not a regular file");
+  std::filesystem::remove(index);
+
+  write_file(index, doc);
+  std::filesystem::path file = bundle / "images" / "k.ptx";
+  ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+  expect_quick_refusal(fetch, "", 3, "cannot read " + file.string() + ": it is a FIFO, not a regular file");
+  std::filesystem::remove(file);
+  write_file(file, ptx);
+  std::filesystem::resize_file(file, 1ULL << 30);  // sparse: 1 GiB that takes no room
+  expect_quick_refusal(fetch, "", 3,
+                       "cannot read " + file.string() + ": it holds 1073741824 bytes, more than the " +
+                           std::to_string(ptx.size()) + " allowed by the size the bundle index records");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  write_file(file, ptx);
+  ASSERT_EQ(run_cli(fetch, "").exit_code, 0);  // the same bundle, whole again
+  EXPECT_EQ(read_file(out), ptx);
 }
 
 // Every field of a manifest is checked, and the first bad one is named by its position and what

@@ -226,6 +226,66 @@ TEST_F(Cli, FileSystemErrorsNameThePathAndNeverAbort) {
   EXPECT_EQ(read_file(a_file), "not a folder\n");
 }
 
+// A kcached that takes 64 KiB of modules a job, so that a module past its limit is a small sparse
+// file.
+class CliInputs : public DaemonTest {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--max-module-size", "64K"}; }
+};
+
+// Inputs are read as regular files and never past the daemon's --max-module-size, as its
+// capabilities say: a FIFO, /dev/zero or a 256 MiB module is refused at once, naming what it is
+// (`kcache compile /dev/zero` once took 4.2 GB in 5 s, and a FIFO hung it).
+TEST_F(CliInputs, CompileRefusesFifosDevicesAndModulesPastTheDaemonsLimit) {
+  std::filesystem::path fifo = m_dir.path() / "k.ll", big = m_dir.path() / "big.bc", src = m_dir.path() / "saxpy.ll";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  write_file(big, "");
+  std::filesystem::resize_file(big, 256ULL << 20);
+  write_file(src, read_test_data("kernels/saxpy.ll"));
+  const std::string server = m_daemon->address();
+  for (const char* command : {"compile", "key"}) {
+    expect_quick_refusal({command, fifo.string(), "--arch", "sm_80"}, server, 2,
+                         "cannot read " + fifo.string() + ": it is a FIFO, not a regular file");
+    expect_quick_refusal({command, "/dev/zero", "--arch", "sm_80"}, server, 2,
+                         "cannot read /dev/zero: it is a character device, not a regular file");
+  }
+  expect_quick_refusal({"compile", big.string(), "--arch", "sm_80"}, server, 3,
+                       "cannot read " + big.string() +
+                           ": it holds 268435456 bytes, more than the 65536 allowed by kcached's --max-module-size");
+  // Linked modules share the limit: each is read within what the ones before it left.
+  std::filesystem::resize_file(big, 64ULL << 10);
+  expect_quick_refusal({"compile", src.string(), big.string(), "--arch", "sm_80"}, server, 3,
+                       "cannot read " + big.string() + ": it holds 65536 bytes, more than the " +
+                           std::to_string((64 << 10) - std::filesystem::file_size(src)) +
+                           " allowed by kcached's --max-module-size (65536 bytes for all of a job's modules");
+}
+
+// A manifest and the modules it names are read the same way: a manifest that is a FIFO or a device
+// is exit 2; a module that is one, or past the daemon's limit, fails the precompile (exit 3),
+// named, with no bundle written.
+TEST_F(CliInputs, PrecompileRefusesFifosDevicesAndModulesPastTheDaemonsLimit) {
+  std::filesystem::path fifo = m_dir.path() / "k.ll", big = m_dir.path() / "big.bc", out = m_dir.path() / "bundle";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  write_file(big, "");
+  std::filesystem::resize_file(big, 256ULL << 20);
+  const std::string server = m_daemon->address(), manifest = (m_dir.path() / "m.json").string();
+  const std::pair<std::string, std::string> modules[] = {
+      {"k.ll", "k.ll: cannot read " + fifo.string() + ": it is a FIFO, not a regular file"},
+      {"/dev/zero", "/dev/zero: cannot read /dev/zero: it is a character device, not a regular file"},
+      {"big.bc", "big.bc: cannot read " + big.string() +
+                     ": it holds 268435456 bytes, more than the 65536 allowed by kcached's --max-module-size"},
+  };
+  for (const auto& [module, message] : modules) {
+    write_file(manifest, json{{"archs", {"sm_80"}}, {"modules", {{{"path", module}}}}}.dump());
+    expect_quick_refusal({"precompile", manifest, "--out", out.string()}, server, 3, message);
+    EXPECT_FALSE(std::filesystem::exists(out / "index.json"));
+  }
+  expect_quick_refusal({"precompile", fifo.string(), "--out", out.string()}, server, 2,
+                       "cannot read " + fifo.string() + ": it is a FIFO, not a regular file");
+  expect_quick_refusal({"precompile", "/dev/zero", "--out", out.string()}, server, 2,
+                       "cannot read /dev/zero: it is a character device, not a regular file");
+}
+
 // A daemon whose replies name files badly: every name written into --out-dir or a bundle comes
 // from its reply (the image's arch, the key), and each must be a plain file name.
 class HostileKCache final : public v1::KCache::Service {

@@ -30,6 +30,23 @@ v1::CompileRequest device_request(const std::string& module, const std::vector<s
   return r;
 }
 
+void expect_quick_refusal(const std::vector<std::string>& args, const std::string& server, int code,
+                          const std::string& message) {
+  std::string command = "kcache";
+  for (const std::string& a : args) command += " " + a;
+  SCOPED_TRACE(command);
+  constexpr std::uint64_t k_mib = 1ULL << 20;
+  BoundedRun r = run_cli_bounded(args, server, std::chrono::seconds(10), 512 * k_mib);
+  EXPECT_FALSE(r.killed) << "killed after " << r.elapsed.count() << " ms, at " << r.peak_rss / k_mib << " MiB";
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  // Under ASan everything runs slower, and its shadow memory counts as resident.
+  EXPECT_LT(r.elapsed, k_asan_build ? std::chrono::seconds(5) : std::chrono::seconds(1));
+  if (!k_asan_build) {
+    EXPECT_LT(r.peak_rss, 100 * k_mib);
+  }
+}
+
 Expected<v1::CompileResponse> DaemonTest::compile_patiently(const v1::CompileRequest& request) {
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);;) {
     auto r = m_client->compile(request);

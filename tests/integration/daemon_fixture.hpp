@@ -17,6 +17,12 @@ namespace kcache::test {
 v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,
                                   std::vector<v1::ImageKind> emit = {v1::KIND_PTX});
 
+// Runs the kcache CLI on a hostile input (a FIFO, /dev/zero, a file past its limit) and expects
+// a clear, cheap refusal: exit `code` and `message` on stderr, within a second and 100 MiB. The
+// CLI is killed at 10 s or 512 MiB, so a regression fails the test rather than hangs it.
+void expect_quick_refusal(const std::vector<std::string>& args, const std::string& server, int code,
+                          const std::string& message);
+
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override;

@@ -16,6 +16,7 @@
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -38,6 +39,32 @@ std::vector<char*> c_args(const std::vector<std::string>& args) {
 
 std::string tail(const std::string& text, std::size_t n = 4000) {
   return text.size() <= n ? text : text.substr(text.size() - n);
+}
+
+// The kcache command line for `args`, with KCACHE_SERVER as run_cli says.
+std::vector<std::string> cli_argv(const std::vector<std::string>& args, const std::string& server) {
+  // What the CLI remembers about daemons stays in this test process's own folder.
+  static TempDir state;
+  ::setenv("KCACHE_STATE_DIR", state.path().c_str(), 0);
+  std::vector<std::string> argv = {KCACHE_CLI_PATH};
+  if (!server.empty()) argv.insert(argv.end(), {"--server", server});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// Starts `argv_in` (argv[0] an absolute path) with its stdout and stderr written to `out` and `err`.
+pid_t spawn_to_files(const std::vector<std::string>& argv_in, const std::filesystem::path& out,
+                     const std::filesystem::path& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto argv = c_args(argv_in);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot run " + argv_in[0] + ": " + std::strerror(rc));
+  return pid;
 }
 
 }  // namespace
@@ -157,15 +184,7 @@ void DaemonProcess::kill9() {
 CommandResult run_program(const std::vector<std::string>& argv_in) {
   TempDir dir;
   std::filesystem::path out = dir.path() / "out", err = dir.path() / "err";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  auto argv = c_args(argv_in);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot run " + argv_in[0] + ": " + std::strerror(rc));
+  pid_t pid = spawn_to_files(argv_in, out, err);
   CommandResult r;
   r.exit_code = wait_status(pid);
   r.out = read_file(out);
@@ -174,13 +193,32 @@ CommandResult run_program(const std::vector<std::string>& argv_in) {
 }
 
 CommandResult run_cli(const std::vector<std::string>& args, const std::string& server) {
-  // What the CLI remembers about daemons stays in this test process's own folder.
-  static TempDir state;
-  ::setenv("KCACHE_STATE_DIR", state.path().c_str(), 0);
-  std::vector<std::string> argv = {KCACHE_CLI_PATH};
-  if (!server.empty()) argv.insert(argv.end(), {"--server", server});
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program(argv);
+  return run_program(cli_argv(args, server));
+}
+
+BoundedRun run_cli_bounded(const std::vector<std::string>& args, const std::string& server,
+                           std::chrono::milliseconds time, std::uint64_t memory) {
+  TempDir dir;
+  std::filesystem::path out = dir.path() / "out", err = dir.path() / "err";
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = spawn_to_files(cli_argv(args, server), out, err);
+  BoundedRun r;
+  int status = 0;
+  for (;;) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    r.peak_rss = std::max(r.peak_rss, peak_rss(pid));
+    if (!r.killed && (std::chrono::steady_clock::now() - start > time || r.peak_rss > memory)) {
+      ::kill(pid, SIGKILL);
+      r.killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  r.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
 }
 
 std::string read_file(const std::filesystem::path& path) {

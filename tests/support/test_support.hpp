@@ -5,6 +5,8 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -90,6 +92,20 @@ inline std::string faulty_daemon_path() { return KCACHE_FAULTY_DAEMON_PATH; }
 
 // Runs the kcache CLI with `args`, with KCACHE_SERVER set to `server` (unless empty).
 CommandResult run_cli(const std::vector<std::string>& args, const std::string& server);
+
+// A CLI run with what it cost.
+struct BoundedRun : CommandResult {
+  std::chrono::milliseconds elapsed{0};
+  // Bytes: the most resident memory seen (VmHWM, read every millisecond, across its exec of
+  // kcache-grpc). Not wait4's ru_maxrss: that counts the memory of this process it was spawned in.
+  std::uint64_t peak_rss = 0;
+  bool killed = false;         // it ran past `time` or `memory` and was killed
+};
+// Runs the CLI as run_cli does, killing it (SIGKILL) once it has run `time` or holds `memory`
+// resident, so a CLI that blocks or reads without end fails its test instead of stalling it.
+BoundedRun run_cli_bounded(const std::vector<std::string>& args, const std::string& server,
+                           std::chrono::milliseconds time, std::uint64_t memory);
+
 // Runs any program (absolute path) with args.
 CommandResult run_program(const std::vector<std::string>& argv);
 

@@ -22,6 +22,8 @@
 namespace kcache {
 
 inline constexpr std::string_view k_bundle_format = "kcache-bundle-1";
+// The most bytes an index.json may hold (about 250 bytes an image).
+inline constexpr std::uint64_t k_max_bundle_index_bytes = 256ULL << 20;
 
 struct BundleImage {
   ImageRequest id;  // arch, kind
@@ -54,7 +56,8 @@ Expected<BundleIndex> parse_bundle_index(std::string_view text);
 
 class Bundle {
  public:
-  // Reads DIR/index.json; INVALID_ARGUMENT when it is not a kcache bundle.
+  // Reads DIR/index.json, a regular file of at most k_max_bundle_index_bytes; NOT_FOUND when it is
+  // absent, INVALID_ARGUMENT when it is not a kcache bundle (or not a regular file, or too large).
   static Expected<Bundle> open(const std::filesystem::path& dir);
 
   const BundleIndex& index() const { return m_index; }
@@ -65,7 +68,9 @@ class Bundle {
     bool needs_jit = false;
   };
   // The best image of `key` for `arch` by the same rules as the daemon's Fetch, read and checked
-  // against the index's digest (a mismatch is DATA_LOSS-like: refused as INTERNAL, naming the file).
+  // against the index's size and digest (a mismatch is DATA_LOSS-like: refused as INTERNAL, naming
+  // the file; a file larger than the index says is refused unread). An image file that is not a
+  // regular file, or is missing, is INVALID_ARGUMENT.
   // With `driver` (a CUDA version; 0: none stated), only an image that driver loads: no cubin
   // from a toolkit of a newer major version, no PTX above the ISA it JITs.
   Expected<Found> fetch(const std::string& key, const std::string& arch, std::optional<ImageKind> kind = {},

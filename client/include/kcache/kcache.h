@@ -148,8 +148,9 @@ const kcache_image *kcache_result_image(const kcache_result *result, size_t inde
 void kcache_result_free(kcache_result *result);
 
 /* Bundles made by `kcache precompile`, served with no daemon: the same selection rules (an image
- * this machine's driver, where it has one, loads), and a file whose digest does not match the
- * bundle's index is refused (KCACHE_INTERNAL). */
+ * this machine's driver, where it has one, loads), and a file whose digest or size does not match
+ * the bundle's index is refused (KCACHE_INTERNAL; one larger than the index says, unread), one that
+ * is not a regular file (a FIFO, a device) too (KCACHE_INVALID_ARGUMENT). */
 typedef struct kcache_bundle kcache_bundle;
 kcache_status kcache_bundle_open(const char *dir, kcache_bundle **out);
 kcache_status kcache_bundle_fetch(const kcache_bundle *bundle, const char *key_hex, const char *arch, int kind,

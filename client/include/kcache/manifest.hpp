@@ -20,6 +20,8 @@ namespace kcache {
 // The most modules one manifest may list, and the most archs it may name.
 inline constexpr std::size_t k_max_manifest_modules = 100000;
 inline constexpr std::size_t k_max_manifest_archs = 64;
+// The most bytes a manifest file may hold (its modules' entries at about 600 bytes each).
+inline constexpr std::uint64_t k_max_manifest_bytes = 64ULL << 20;
 
 struct ManifestModule {
   std::string path;               // as written: relative to the manifest's folder unless absolute

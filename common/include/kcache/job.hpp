@@ -130,6 +130,10 @@ inline constexpr int k_max_amd_code_object = 6;
 // The most modules one job may link.
 inline constexpr std::size_t k_max_job_modules = 64;
 
+// kcached's --max-module-size when none is given: the most bytes of modules and headers one job
+// may send. A client that cannot ask the daemon reads its files within this bound.
+inline constexpr std::uint64_t k_default_max_module_bytes = 64ULL << 20;
+
 // The (arch, kind) pairs a request asks for, one image each.
 struct ImageRequest {
   std::string arch;
