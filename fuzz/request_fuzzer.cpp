@@ -57,8 +57,9 @@ void fetch_request(std::string_view bytes) {
                                               {"sm_90a", kcache::ImageKind::cubin},
                                               {"sm_75", kcache::ImageKind::ptx},
                                               {"x86_64", kcache::ImageKind::object}};
-  (void)kcache::select_for_side(kcache::wire::from_proto(request.side()), stored, request.arch(),
-                                kcache::wire::from_proto(request.kind()));
+  auto side = kcache::wire::from_proto(request.side());
+  auto kind = kcache::wire::requested_kind(request.kind());
+  if (side && kind) (void)kcache::select_for_side(*side, stored, request.arch(), *kind);
 }
 
 }  // namespace

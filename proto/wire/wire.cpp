@@ -1,10 +1,43 @@
 #include "wire/wire.hpp"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
 #include "kcache/driver.hpp"
 
 namespace kcache::wire {
 
-Side from_proto(v1::Side side) { return side == v1::SIDE_HOST ? Side::host : Side::device; }
+namespace {
+
+// INVALID_ARGUMENT for `value` in `field`, which `type` does not define; the values it does are
+// read from the descriptor, so the list never goes stale.
+Error undefined_enum(const google::protobuf::EnumDescriptor* type, std::string_view field, int value) {
+  std::string names;
+  for (int i = 0; i < type->value_count(); ++i) {
+    names += (i == 0 ? "" : i + 1 == type->value_count() ? " or " : ", ") + type->value(i)->name();
+  }
+  return make_error(ErrorCode::k_invalid_argument, std::string(field) + " is " + std::to_string(value) + ", which " +
+                                                       type->full_name() + " does not define: use " + names);
+}
+
+}  // namespace
+
+Expected<Side> from_proto(v1::Side side, std::string_view field) {
+  switch (side) {
+    case v1::SIDE_UNSPECIFIED:
+    case v1::SIDE_DEVICE: return Side::device;
+    case v1::SIDE_HOST: return Side::host;
+    default: return undefined_enum(v1::Side_descriptor(), field, side);
+  }
+}
+
+Expected<std::optional<ImageKind>> requested_kind(v1::ImageKind kind, std::string_view field) {
+  if (kind == v1::KIND_UNSPECIFIED) return std::optional<ImageKind>();
+  auto known = from_proto(kind);
+  if (!known) return undefined_enum(v1::ImageKind_descriptor(), field, kind);
+  return known;
+}
 
 v1::Side to_proto(Side side) { return side == Side::host ? v1::SIDE_HOST : v1::SIDE_DEVICE; }
 
@@ -62,7 +95,9 @@ Expected<InputFormat> module_format(int format, std::string_view bytes, const st
 
 Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple, int daemon_ptx_isa) {
   JobSpec spec;
-  spec.side = from_proto(request.side());
+  auto side = from_proto(request.side());
+  if (!side) return side.error();
+  spec.side = *side;
   auto format = module_format(request.format(), request.module(), "the module");
   if (!format) return format.error();
   spec.format = *format;
@@ -83,6 +118,7 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
   spec.options.fast_math = o.fast_math();
   spec.options.entry_points.assign(o.entry_points().begin(), o.entry_points().end());
   spec.options.cpu = o.cpu();
+  if (!v1::HostGuard_IsValid(o.guard())) return undefined_enum(v1::HostGuard_descriptor(), "options.guard", o.guard());
   spec.options.guard = o.guard() == v1::GUARD_STUB ? HostGuard::stub : HostGuard::reject;
   for (const v1::SourceHeader& h : request.headers()) spec.source.headers.push_back({h.name(), sha256(h.content())});
   spec.source.nvrtc_options.assign(request.nvrtc_options().begin(), request.nvrtc_options().end());
@@ -102,13 +138,13 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
 
 Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& request, const JobSpec& spec) {
   std::vector<ImageKind> kinds;
-  for (int k : request.emit()) {
-    auto kind = from_proto(static_cast<v1::ImageKind>(k));
-    if (!kind) {
-      return make_error(ErrorCode::k_invalid_argument,
-                        "unknown image kind " + std::to_string(k) +
-                                                           " in emit: use PTX, CUBIN, LTOIR, HSACO, AMDGCN or OBJECT");
+  for (int i = 0; i < request.emit_size(); ++i) {
+    std::string field = "emit[" + std::to_string(i) + "]";
+    if (request.emit(i) == v1::KIND_UNSPECIFIED) {
+      return make_error(ErrorCode::k_invalid_argument, field + " is KIND_UNSPECIFIED: name the kind of image to make");
     }
+    auto kind = from_proto(static_cast<v1::ImageKind>(request.emit(i)));
+    if (!kind) return undefined_enum(v1::ImageKind_descriptor(), field, request.emit(i));
     kinds.push_back(*kind);
   }
   std::vector<std::string> archs(request.archs().begin(), request.archs().end());
@@ -172,6 +208,25 @@ std::size_t module_bytes(const v1::CompileRequest& request) {
   for (const v1::LinkedModule& linked : request.linked_modules()) total += linked.module().size();
   for (const v1::SourceHeader& h : request.headers()) total += h.name().size() + h.content().size();
   return total;
+}
+
+Expected<std::size_t> count_repeated(const grpc::ByteBuffer& bytes, int field) {
+  grpc::ByteBuffer shared(bytes);  // the same slices, referenced again: the reader takes a mutable one
+  grpc::ProtoBufferReader reader(&shared);
+  google::protobuf::io::CodedInputStream in(&reader);
+  std::size_t count = 0;
+  for (std::uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (google::protobuf::internal::WireFormatLite::GetTagFieldNumber(tag) == field) ++count;
+    if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+      return make_error(ErrorCode::k_invalid_argument, "the request is not a protobuf message (it breaks off or "
+                                                       "has a malformed field after " + std::to_string(count) +
+                                                       " values of field " + std::to_string(field) + ")");
+    }
+  }
+  if (!in.ConsumedEntireMessage() || !reader.status().ok()) {
+    return make_error(ErrorCode::k_invalid_argument, "the request is not a protobuf message");
+  }
+  return count;
 }
 
 namespace {

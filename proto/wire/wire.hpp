@@ -2,6 +2,7 @@
 // errors. Server and client both convert through here, so the two agree by construction.
 #pragma once
 
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
 #include <optional>
@@ -15,9 +16,15 @@
 
 namespace kcache::wire {
 
-Side from_proto(v1::Side side);  // unspecified -> device
+// A request's enums are checked here, where every method converts them: proto3 keeps any number a
+// peer sends, and a number the enum does not define is INVALID_ARGUMENT naming `field` and the
+// number, never a default.
+Expected<Side> from_proto(v1::Side side, std::string_view field = "side");  // unspecified -> device
+// The kind a request asks for: unspecified -> nullopt.
+Expected<std::optional<ImageKind>> requested_kind(v1::ImageKind kind, std::string_view field = "kind");
 v1::Side to_proto(Side side);
-std::optional<ImageKind> from_proto(v1::ImageKind kind);  // unspecified -> nullopt
+// The kind of an image a daemon made (a reply, stored metadata): unspecified or unknown -> nullopt.
+std::optional<ImageKind> from_proto(v1::ImageKind kind);
 v1::ImageKind to_proto(ImageKind kind);
 v1::InputFormat to_proto(InputFormat format);
 
@@ -50,6 +57,11 @@ void set_modules(const JobSpec& spec, const std::vector<std::string_view>& modul
 // All module bytes of a request together, headers with their names included (what
 // --max-module-size bounds).
 std::size_t module_bytes(const v1::CompileRequest& request);
+
+// How many values of the repeated field numbered `field` the serialized message `bytes` holds at
+// its top level, counted without building any (a Lookup's keys, before they are held). Bytes that
+// are no protobuf message are INVALID_ARGUMENT.
+Expected<std::size_t> count_repeated(const grpc::ByteBuffer& bytes, int field);
 
 // The most bytes of a status message: longer messages are cut there (at a character boundary)
 // and the whole text goes into the report.

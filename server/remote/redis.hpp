@@ -6,6 +6,7 @@
 // hiredis: its reader builds each reply straight into RedisReply.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,36 @@
 
 namespace kcache::server::remote {
 
+// The bytes of Redis replies held at once, across every connection and caller of a client: a
+// reply takes its bytes as they arrive (before they are read, where their length is announced)
+// and gives them back when it is freed. Thread-safe.
+class ReplyMemory {
+ public:
+  explicit ReplyMemory(std::size_t limit) : m_limit(limit) {}
+  // Takes `bytes`; false, taking nothing, when that would pass the limit.
+  bool take(std::size_t bytes);
+  void give_back(std::size_t bytes) { m_held.fetch_sub(bytes, std::memory_order_relaxed); }
+  std::size_t held() const { return m_held.load(std::memory_order_relaxed); }
+  std::size_t limit() const { return m_limit; }
+
+ private:
+  const std::size_t m_limit;
+  std::atomic<std::size_t> m_held{0};
+};
+
+// What a reply holds of its client's ReplyMemory; given back when the last copy of the reply goes.
+class ReplyHold {
+ public:
+  ReplyHold(std::shared_ptr<ReplyMemory> memory, std::size_t bytes) : m_memory(std::move(memory)), m_bytes(bytes) {}
+  ~ReplyHold() { m_memory->give_back(m_bytes); }
+  ReplyHold(const ReplyHold&) = delete;
+  ReplyHold& operator=(const ReplyHold&) = delete;
+
+ private:
+  std::shared_ptr<ReplyMemory> m_memory;
+  std::size_t m_bytes;
+};
+
 // A reply, as hiredis's reader built it. A Redis error reply (WRONGTYPE, NOSCRIPT...) is a reply of
 // type `error`, not a failed Expected: the command reached Redis and was answered.
 struct RedisReply {
@@ -27,6 +58,12 @@ struct RedisReply {
   std::string str;  // string, status and error replies
   long long integer = 0;
   std::vector<RedisReply> elements;  // array replies
+  // An error reply made by kcache, not Redis: the reply was over RedisOptions::max_reply_bytes or
+  // the client's max_held_reply_bytes, and was refused unread (`str` says which).
+  bool refused = false;
+  // Its bytes' share of the client's ReplyMemory (replies read from Redis, at their root; none for
+  // the small ones a connection's kept buffer covers).
+  std::shared_ptr<const ReplyHold> hold;
 
   bool is_nil() const { return type == Type::nil; }
   bool is_error() const { return type == Type::error; }
@@ -45,10 +82,17 @@ struct RedisOptions {
   std::chrono::milliseconds connect_timeout{200};    // <= 0: the system's (blocking connect)
   std::chrono::milliseconds operation_timeout{500};  // each wait to write or read; <= 0: none
   int max_redirects = 8;                 // MOVED/ASK/TRYAGAIN/CLUSTERDOWN retries per command
-  // The most bytes one reply may hold (its strings and arrays), counted as they arrive. A bigger
-  // reply is read no further: it becomes an error reply ("kcache: a reply over N bytes"), and its
-  // connection is closed, as are the replies pipelined after it.
+  // The most bytes one reply may hold (its strings and arrays), counted as they arrive, and a bulk
+  // string's announced length before its bytes are read. A bigger reply is read no further: it
+  // becomes a refused error reply ("kcache: a reply over N bytes"), and its connection is closed,
+  // as are the replies pipelined after it.
   std::size_t max_reply_bytes = 512ULL << 20;
+  // The most memory all replies of this client may hold at once, counted the same way: a reply's
+  // values, and the read buffer that holds its bytes until they are built (so a value counts
+  // twice while it is built, as it takes twice its size then). Each reply's first MiB, what a
+  // connection's read buffer keeps anyway, is free, so small replies are never refused. A reply
+  // that would pass it is refused unread like one over max_reply_bytes. 0: no limit.
+  std::size_t max_held_reply_bytes = 0;
 };
 
 // Parses "redis://[USER@]HOST:PORT" or "redis-cluster://[USER@]HOST:PORT[,HOST:PORT...]" (HOST
@@ -94,12 +138,14 @@ Expected<std::optional<RedisRedirect>> parse_redirect(std::string_view error, co
 // The replies in `bytes` as a connection's reader builds them (the client's own reader, declared
 // here for tests and the fuzzer), fed `chunk` bytes at a time as socket reads would bring them:
 // each whole reply, then `error` for what follows if it is malformed ("Protocol error...", "Bad
-// bulk string length"...) or would hold more than `max_reply_bytes` ("over N bytes").
+// bulk string length"...), would hold more than `max_reply_bytes` ("over N bytes"), or would
+// take `memory` (if given) past its limit ("replies held at once").
 struct ReadReplies {
   std::vector<RedisReply> replies;
   std::optional<std::string> error;
 };
-ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, std::size_t chunk = 16384);
+ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, std::size_t chunk = 16384,
+                         const std::shared_ptr<ReplyMemory>& memory = nullptr);
 
 class Redis {
  public:
@@ -134,6 +180,10 @@ class Redis {
   void reset();
 
   const RedisOptions& options() const { return m_options; }
+  // The bytes its replies hold now (max_held_reply_bytes counts them), and how many replies it
+  // refused unread (over max_reply_bytes or max_held_reply_bytes) since it was made.
+  std::size_t held_reply_bytes() const;
+  std::uint64_t refused_replies() const;
 
  private:
   struct State;

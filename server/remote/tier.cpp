@@ -18,8 +18,11 @@ constexpr std::string_view k_release_script =
 constexpr std::string_view k_renew_script =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
-// What an entry's reply holds beside its fields' bytes: framing, and an array slot per field.
-constexpr std::size_t k_reply_overhead = 1 << 20;
+// What an entry's reply holds beside its fields' bytes: RESP framing, and a RedisReply slot per
+// field (an entry has a record and two fields per image: 1 MiB is room for thousands of images).
+constexpr std::uint64_t k_reply_overhead = 1 << 20;
+// How much larger than the largest module an entry may be (see largest_entry).
+constexpr std::uint64_t k_entry_per_module = 4;
 
 // A token no other holder has: host, pid and 16 random bytes.
 std::string new_token() {
@@ -35,15 +38,34 @@ Error reply_error(const RedisReply& reply, std::string_view what) {
   return make_error(ErrorCode::k_unavailable, std::string(what) + ": Redis answered " + reply.str.substr(0, 200));
 }
 
-// The client for `options`: no reply may be larger than the largest entry a daemon writes (one
-// that fits the write queue), so a bigger value is refused as it arrives, before it is held whole.
+// The client for `options`: no reply may be larger than the largest entry a daemon writes, and all
+// replies together hold at most the read budget, so a bigger value is refused on its announced
+// length, before its bytes are read.
 RedisOptions client_options(const RemoteOptions& options) {
   RedisOptions redis = options.redis;
-  redis.max_reply_bytes = options.write_queue_bytes + k_reply_overhead;
+  redis.max_reply_bytes = largest_reply(options);
+  redis.max_held_reply_bytes = options.read_budget_bytes > 0 ? options.read_budget_bytes : default_read_budget(options);
   return redis;
 }
 
 }  // namespace
+
+// What bounds an entry: it holds the images of one compile, of modules that together are at most
+// --max-module-size (the service refuses larger). Nothing in LLVM bounds an image by its module
+// (tests/data/kernels/launch.ll's 2.3 KiB of bitcode makes a 206 KiB cubin: the device runtime
+// it links), and a job asks for up to --max-archs archs, each with its images. So the bound is
+// kcache's own rule, kept where entries are made: write() does not share an entry over 4x the largest
+// module (nor one over the write queue, which could never hold it), so no daemon with this
+// --max-module-size writes a larger one and a reader may refuse larger values unread. A job whose
+// images pass it is only compiled again by the fleet, never wrong. Every daemon of a fleet should
+// have the same --max-module-size (a larger one's biggest entries are misses for the others).
+std::uint64_t largest_entry(const RemoteOptions& options) {
+  return std::min(options.write_queue_bytes, k_entry_per_module * options.max_module_bytes);
+}
+
+std::uint64_t largest_reply(const RemoteOptions& options) { return largest_entry(options) + k_reply_overhead; }
+
+std::uint64_t default_read_budget(const RemoteOptions& options) { return 2 * largest_reply(options); }
 
 RemoteTier::RemoteTier(RemoteOptions options, FleetSecret secret, const Digest& fingerprint)
     : m_options(std::move(options)),
@@ -51,6 +73,8 @@ RemoteTier::RemoteTier(RemoteOptions options, FleetSecret secret, const Digest& 
       m_fingerprint(fingerprint),
       m_redis(client_options(m_options)),
       m_pause(m_options.breaker_pause) {
+  spdlog::info("remote {}: entries up to {} bytes are shared; Redis replies hold at most {} bytes at once",
+               m_options.url, largest_entry(m_options), m_redis.options().max_held_reply_bytes);
   m_writer = std::thread([this] { writer(); });
   m_renewer = std::thread([this] { renewer(); });
 }
@@ -116,7 +140,11 @@ Expected<DecodedEntry> RemoteTier::read(Side side, const Key& key) {
   std::string name = entry_key(side, key);
   auto reply = guarded([&]() -> Expected<RedisReply> { return m_redis.command(name, {"HGETALL", name}); });
   if (!reply) return reply.error();
-  if (reply->type != RedisReply::Type::array) {  // WRONGTYPE, or larger than any entry (RedisOptions::max_reply_bytes)
+  if (reply->refused) {  // larger than any entry, or no room in the read budget: counted by the client
+    spdlog::debug("remote {}: {} refused unread ({}); treated as a miss", m_options.url, name, reply->str);
+    return DecodedEntry{};
+  }
+  if (reply->type != RedisReply::Type::array) {  // WRONGTYPE
     ++m_rejected;
     spdlog::warn("remote {}: {} is no entry ({}); treated as a miss", m_options.url, name, reply->str.substr(0, 200));
     return DecodedEntry{};
@@ -186,6 +214,14 @@ void RemoteTier::write(Side side, const Key& key, const EntryRecord& record, std
   if (m_options.read_only) return;
   Job job{entry_key(side, key), encode_fields(m_secret, side, key, m_fingerprint, record, images), std::nullopt, 0};
   for (const Field& f : job.fields) job.bytes += f.first.size() + f.second.size();
+  if (job.bytes > largest_entry(m_options)) {
+    ++m_drops;
+    spdlog::warn("remote {}: the entry of {} holds {} bytes, over the {} a daemon reads (4 x --max-module-size, "
+                 "at most --remote-write-queue-size): not shared",
+                 m_options.url, key.hex(), job.bytes, largest_entry(m_options));
+    if (lease) release(std::move(*lease));
+    return;
+  }
   bool dropped = false;
   {
     std::lock_guard lock(m_queue_mutex);
@@ -274,6 +310,7 @@ RemoteStats RemoteTier::stats() const {
   s.misses = m_misses;
   s.errors = m_errors;
   s.rejected = m_rejected;
+  s.refused_replies = m_redis.refused_replies();
   s.writes = m_writes;
   s.write_drops = m_drops;
   s.lease_waits = m_lease_waits;

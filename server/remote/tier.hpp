@@ -30,6 +30,10 @@ struct RemoteOptions {
   RedisOptions redis;
   bool read_only = false;            // --remote-read-only: never write, never take a lease
   std::uint64_t write_queue_bytes = 256ULL << 20;  // --remote-write-queue-size
+  std::uint64_t max_module_bytes = 64ULL << 20;    // --max-module-size: bounds the entries written (largest_entry)
+  // --remote-read-budget: what all Redis replies may hold at once (RedisOptions::max_held_reply_bytes);
+  // 0: room for one reply of the largest entry (default_read_budget).
+  std::uint64_t read_budget_bytes = 0;
   std::chrono::milliseconds lease_ttl{10000};      // --remote-lease-ms; renewed every third of it
   // The circuit breaker opens after this many errors in a row, for a pause that doubles from
   // breaker_pause up to breaker_max_pause while Redis keeps failing.
@@ -38,8 +42,17 @@ struct RemoteOptions {
   std::chrono::milliseconds breaker_max_pause{4000};
 };
 
+// The largest entry (its fields' names and values) a daemon with `options` writes to Redis, and
+// so the largest it reads; largest_reply adds the reply's framing. See tier.cpp for why.
+std::uint64_t largest_entry(const RemoteOptions& options);
+std::uint64_t largest_reply(const RemoteOptions& options);
+// The read budget when --remote-read-budget is not given: one reply of the largest entry, counted
+// twice (as read, then as built).
+std::uint64_t default_read_budget(const RemoteOptions& options);
+
 struct RemoteStats {
   std::uint64_t hits = 0, misses = 0, errors = 0, rejected = 0;
+  std::uint64_t refused_replies = 0;  // over the largest entry or the read budget: refused unread
   std::uint64_t writes = 0, write_drops = 0, write_queue_depth = 0, write_queue_bytes = 0;
   std::uint64_t lease_waits = 0, lease_takeovers = 0;
   bool breaker_open = false;
@@ -54,7 +67,9 @@ class RemoteTier {
 
   // The verified images of (side, key) in Redis (none: not there). UNAVAILABLE or
   // DEADLINE_EXCEEDED when Redis could not be asked (counted; immediate while the breaker is
-  // open). Refused images are counted as rejected and logged; the caller counts hit or miss.
+  // open). Refused images are counted as rejected and logged; an entry larger than any daemon
+  // writes, or one the read budget has no room for now, is refused before it is read (counted in
+  // refused_replies) and is none. The caller counts hit or miss.
   Expected<DecodedEntry> read(Side side, const Key& key);
 
   struct Lease {
@@ -71,8 +86,9 @@ class RemoteTier {
   // Deletes `lease` (if still ours) in the background, and stops renewing it then.
   void release(Lease lease);
 
-  // Queues (side, key)'s images for Redis, then the release of `lease` if given. A full queue
-  // drops the write (counted) and releases the lease at once; never blocks.
+  // Queues (side, key)'s images for Redis, then the release of `lease` if given. A full queue, or
+  // an entry over largest_entry, drops the write (counted) and releases the lease at once; never
+  // blocks.
   void write(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images,
              std::optional<Lease> lease = std::nullopt);
 

@@ -30,8 +30,15 @@ int http_status(ErrorCode code) {
   }
 }
 
-Error unknown_kind(const std::string& text) {
-  return make_error(ErrorCode::k_invalid_argument, "unknown image kind '" + text + "' (use ptx, cubin or obj)");
+Error unknown_kind(std::string_view text) {
+  return make_error(ErrorCode::k_invalid_argument,
+                    "unknown image kind '" + std::string(text) + "' (use ptx, cubin, ltoir, hsaco, amdgcn or obj)");
+}
+
+// A route's side, named in its path: device or host; any other is INVALID_ARGUMENT, as over gRPC.
+Expected<Side> side_in_path(std::string_view text) {
+  if (auto side = parse_side(text)) return *side;
+  return make_error(ErrorCode::k_invalid_argument, "unknown side '" + std::string(text) + "' (use device or host)");
 }
 
 // How far a handler's read may go: only memory on an event thread (http_request.hpp).
@@ -99,13 +106,15 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     auto allowed = service.authorize_read(ask.authorization, ask.peer, "GET select");
     if (!allowed) return finish("SelectImage", res, allowed), nullptr;
     res.set_header("X-Kcache-Fingerprint", fingerprint);
+    auto side = side_in_path(ask.side);
+    if (!side) return finish("SelectImage", res, side.error()), nullptr;
     v1::FetchRequest request;
-    request.set_side(ask.side == "host" ? v1::SIDE_HOST : v1::SIDE_DEVICE);
+    request.set_side(wire::to_proto(*side));
     request.set_key(std::string(ask.key));
     request.set_arch(std::string(ask.arch));
     if (ask.kind) {
       auto kind = parse_kind(std::string(*ask.kind));
-      if (!kind) return finish("SelectImage", res, unknown_kind(std::string(*ask.kind))), nullptr;
+      if (!kind) return finish("SelectImage", res, unknown_kind(*ask.kind)), nullptr;
       request.set_kind(wire::to_proto(*kind));
     }
     if (ask.driver) {  // 12.4 or 12040, as FetchRequest.driver_version
@@ -138,7 +147,7 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     }
     return true;
   });
-  server.Get(R"(/v1/select/(device|host)/([^/]+)/([^/]+))",
+  server.Get(R"(/v1/select/([^/]+)/([^/]+)/([^/]+))",
              [select](const httplib::Request& req, httplib::Response& res) {
     auto param = [&req](const char* name) -> std::optional<std::string_view> {
       auto it = req.params.find(name);
@@ -154,12 +163,13 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     }
   });
 
-  server.Get(R"(/v1/(device|host)/([^/]+)/([^/]+)/([^/]+))",
+  server.Get(R"(/v1/([^/]+)/([^/]+)/([^/]+)/([^/]+))",
              [&service, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
     auto allowed = service.authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET image");
     if (!allowed) return (void)finish("GetImage", res, allowed);
     res.set_header("X-Kcache-Fingerprint", fingerprint);
-    Side side = req.matches[1] == "host" ? Side::host : Side::device;
+    auto side = side_in_path(req.matches[1].str());
+    if (!side) return (void)finish("GetImage", res, side.error());
     auto kind = parse_kind(req.matches[4].str());
     if (!kind) return (void)finish("GetImage", res, unknown_kind(req.matches[4].str()));
     // The CLI marks the images of a cached compile, so that compile counts as a hit, as over gRPC.
@@ -167,7 +177,7 @@ void add_http_api_routes(Router& server, KCacheService& service, Metrics& metric
     auto purpose = compile == "last"   ? KCacheService::ReadFor::compile_last
                    : compile == "part" ? KCacheService::ReadFor::compile_part
                                        : KCacheService::ReadFor::fetch;
-    auto image = service.read_image(side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose,
+    auto image = service.read_image(*side, req.matches[2].str(), ImageRequest{req.matches[3].str(), *kind}, purpose,
                                     reach_here());
     if (!image && is_would_block(image.error())) return defer();
     if (!image) return (void)finish("GetImage", res, image.error());

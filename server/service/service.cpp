@@ -469,7 +469,7 @@ grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::Comp
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   std::string archs;
   for (const std::string& a : request->archs()) archs += (archs.empty() ? "" : ",") + a;
-  const char* side = wire::from_proto(request->side()) == Side::host ? "host" : "device";
+  const char* side = request->side() == v1::SIDE_HOST ? "host" : "device";
   if (!outcome) {
     ++m_counters.errors;
     spdlog::warn("compile key={:.12} side={} archs={} outcome=error ms={:.1f} code={} error={:.1024}",
@@ -489,8 +489,12 @@ grpc::Status KCacheService::Compile(grpc::ServerContext* context, const v1::Comp
 Expected<KCacheService::FetchedImage> KCacheService::find_image(const v1::FetchRequest& request, Reach reach) {
   auto key = parse_key(request.key());
   if (!key) return key.error();
-  Side side = wire::from_proto(request.side());
-  std::optional<ImageKind> kind = wire::from_proto(request.kind());
+  auto side_asked = wire::from_proto(request.side());
+  if (!side_asked) return side_asked.error();
+  auto kind_asked = wire::requested_kind(request.kind());
+  if (!kind_asked) return kind_asked.error();
+  const Side side = *side_asked;
+  const std::optional<ImageKind> kind = *kind_asked;
   auto metas = m_store.list(side, *key, reach);
   if (!metas) return metas.error();
   if (metas->empty() && m_remote != nullptr && reach == Reach::memory) return would_block();  // Redis is a wait
@@ -635,31 +639,54 @@ Expected<std::shared_ptr<const Image>> KCacheService::read_image(Side side, std:
   return image;
 }
 
-grpc::Status KCacheService::Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
-                                   v1::LookupResponse* response) {
-  auto call = admit(*context, "Lookup");
-  if (!call) return wire::to_status(call.error());
-  if (static_cast<std::uint32_t>(request->keys_size()) > m_limits.max_lookup_keys) {
-    return wire::to_status(make_error(ErrorCode::k_invalid_argument,
-                                      "a lookup names at most " + std::to_string(m_limits.max_lookup_keys) +
-                                          " keys; this one names " + std::to_string(request->keys_size())));
-  }
-  Side side = wire::from_proto(request->side());
-  for (const std::string& hex : request->keys()) {
-    auto key = parse_key(hex);
-    if (!key) return wire::to_status(key.error());
-    auto metas = m_store.list(side, *key);
-    if (!metas) return wire::to_status(metas.error());
-    if (metas->empty() && read_through(side, *key, nullptr)) {
-      metas = m_store.list(side, *key);
-      if (!metas) return wire::to_status(metas.error());
+grpc::ServerUnaryReactor* KCacheService::Lookup(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto answered = [&]() -> Expected<void> {
+    auto call = admit(*context, "Lookup");
+    if (!call) return call.error();
+    // Counted in the bytes, before a key is built: LookupRequest.keys is field 2.
+    auto keys = wire::count_repeated(*request, v1::LookupRequest::kKeysFieldNumber);
+    if (!keys) return keys.error();
+    if (*keys > m_limits.max_lookup_keys) {
+      return make_error(ErrorCode::k_invalid_argument, "a lookup names at most " +
+                                                           std::to_string(m_limits.max_lookup_keys) + " keys; this one names " +
+                                                           std::to_string(*keys) + ": split it");
     }
-    v1::LookupResponse::Result* result = response->add_results();
+    v1::LookupRequest parsed;
+    grpc::ByteBuffer bytes(*request);
+    if (!grpc::SerializationTraits<v1::LookupRequest>::Deserialize(&bytes, &parsed).ok()) {
+      return make_error(ErrorCode::k_invalid_argument, "the request is not a kcache.v1.LookupRequest");
+    }
+    v1::LookupResponse answer;
+    if (auto ok = lookup(parsed, answer); !ok) return ok;
+    bool own = false;
+    grpc::Status serialized = grpc::SerializationTraits<v1::LookupResponse>::Serialize(answer, response, &own);
+    if (!serialized.ok()) return make_error(ErrorCode::k_internal, "the lookup's answer: " + serialized.error_message());
+    return {};
+  }();
+  reactor->Finish(answered ? grpc::Status::OK : wire::to_status(answered.error()));
+  return reactor;
+}
+
+Expected<void> KCacheService::lookup(const v1::LookupRequest& request, v1::LookupResponse& response) {
+  auto side = wire::from_proto(request.side());
+  if (!side) return side.error();
+  for (const std::string& hex : request.keys()) {
+    auto key = parse_key(hex);
+    if (!key) return key.error();
+    auto metas = m_store.list(*side, *key);
+    if (!metas) return metas.error();
+    if (metas->empty() && read_through(*side, *key, nullptr)) {
+      metas = m_store.list(*side, *key);
+      if (!metas) return metas.error();
+    }
+    v1::LookupResponse::Result* result = response.add_results();
     result->set_key(key->hex());
     result->set_found(!metas->empty());
     for (const ImageMeta& m : *metas) to_proto(m, *result->add_images());
   }
-  return grpc::Status::OK;
+  return {};
 }
 
 grpc::Status KCacheService::GetCapabilities(grpc::ServerContext* context, const v1::GetCapabilitiesRequest*,
@@ -730,6 +757,7 @@ v1::Stats KCacheService::snapshot() const {
     response->set_remote_misses(r.misses);
     response->set_remote_errors(r.errors);
     response->set_remote_rejected(r.rejected);
+    response->set_remote_refused_replies(r.refused_replies);
     response->set_remote_writes(r.writes);
     response->set_remote_write_drops(r.write_drops);
     response->set_remote_write_queue_depth(r.write_queue_depth);
@@ -776,12 +804,13 @@ grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictR
   std::string client;
   auto call = admit(*context, "Evict", &client);
   if (!call) return wire::to_status(call.error());
-  Side side = wire::from_proto(request->side());
+  auto side = wire::from_proto(request->side());
+  if (!side) return wire::to_status(side.error());
   std::uint64_t evicted = 0;
   for (const std::string& hex : request->keys()) {
     auto key = parse_key(hex);
     if (!key) return wire::to_status(key.error());
-    auto removed = m_store.remove(side, *key);
+    auto removed = m_store.remove(*side, *key);
     if (!removed) return wire::to_status(removed.error());
     evicted += *removed ? 1 : 0;
   }

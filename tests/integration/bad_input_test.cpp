@@ -106,10 +106,82 @@ attributes #0 = { "target-cpu"="sm_90" "target-features"="+ptx80,+sm_90" }
   EXPECT_NE(sm90->images(0).data().find("barrier.cluster.arrive"), std::string::npos);
 }
 
+// proto3 keeps any number a peer sends in an enum field. One the enum does not define is refused
+// on every method, naming the field and the number, never read as a default (a Fetch with kind 99
+// or side 77 once answered OK with an image).
+TEST_F(BadInput, EnumNumbersNoEnumDefinesAreRefusedOnEveryMethod) {
+  auto compiled = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  auto refused = [](const auto& r, const std::string& says) {
+    ASSERT_FALSE(r) << "accepted: " << says;
+    EXPECT_EQ(r.error().code, ErrorCode::k_invalid_argument) << r.error().message;
+    EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
+  };
+  v1::FetchRequest fetch;
+  fetch.set_key(compiled->key());
+  fetch.set_arch("sm_80");
+  fetch.set_kind(static_cast<v1::ImageKind>(99));
+  refused(m_client->fetch(fetch), "kind is 99, which kcache.v1.ImageKind does not define: use KIND_UNSPECIFIED");
+  fetch.set_kind(v1::KIND_PTX);
+  fetch.set_side(static_cast<v1::Side>(77));
+  refused(m_client->fetch(fetch), "side is 77, which kcache.v1.Side does not define");
+  v1::LookupRequest lookup;
+  lookup.set_side(static_cast<v1::Side>(77));
+  lookup.add_keys(compiled->key());
+  refused(m_client->lookup(lookup), "side is 77");
+  v1::EvictRequest evict;
+  evict.set_side(static_cast<v1::Side>(77));
+  evict.add_keys(compiled->key());
+  refused(m_client->evict(evict), "side is 77");
+  v1::CompileRequest compile = device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"});
+  compile.set_side(static_cast<v1::Side>(77));
+  refused(m_client->compile(compile), "side is 77");
+  compile = device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}, {v1::KIND_PTX, static_cast<v1::ImageKind>(99)});
+  refused(m_client->compile(compile), "emit[1] is 99");
+  compile = device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"});
+  compile.mutable_options()->set_guard(static_cast<v1::HostGuard>(5));
+  refused(m_client->compile(compile), "options.guard is 5, which kcache.v1.HostGuard does not define");
+  fetch.set_side(v1::SIDE_DEVICE);
+  auto fetched = m_client->fetch(fetch);
+  ASSERT_TRUE(fetched) << fetched.error().message;
+  EXPECT_EQ(fetched->data, compiled->images(0).data()) << "the entry was neither evicted nor changed";
+  expect_still_serving();
+}
+
 TEST_F(BadInput, AMessageOverGrpcsLimitIsRefusedAndTheDaemonLivesOn) {
   auto r = m_client->compile(device_request(std::string(3 << 20, ' '), {"sm_90"}));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::k_resource_exhausted);
+  expect_still_serving();
+}
+
+class DefaultLimits : public BadInput {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {}; }
+};
+
+// A Lookup's key count is checked in its bytes, before a list of keys is built: 900k keys (59 MB,
+// within the default message limit) once raised kcached's peak memory by 160 MiB before they were
+// refused. Now the message's own bytes are most of what it costs.
+TEST_F(DefaultLimits, ALookupOfTooManyKeysIsRefusedBeforeItsKeysAreHeld) {
+  v1::LookupRequest lookup;
+  lookup.set_side(v1::SIDE_DEVICE);
+  for (int i = 0; i < 900'000; ++i) lookup.add_keys(std::string(64, "0123456789abcdef"[i % 16]));
+  ASSERT_GT(lookup.ByteSizeLong(), 59'000'000u);
+  const std::uint64_t before = peak_rss(m_daemon->pid());
+  auto r = m_client->lookup(lookup);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::k_invalid_argument) << r.error().message;
+  EXPECT_NE(r.error().message.find("at most 10000 keys; this one names 900000"), std::string::npos) << r.error().message;
+  const std::uint64_t grew = peak_rss(m_daemon->pid()) - before;
+  std::fprintf(stderr, "kcached's peak memory grew by %llu MiB\n", static_cast<unsigned long long>(grew >> 20));
+  if (!k_asan_build) {  // ASan's shadow memory makes resident sizes meaningless
+    EXPECT_LT(grew, 100u << 20) << "the keys were never built";
+  }
+  lookup.mutable_keys()->DeleteSubrange(10'000, 890'000);
+  auto allowed = m_client->lookup(lookup);
+  ASSERT_TRUE(allowed) << allowed.error().message;
+  EXPECT_EQ(allowed->results_size(), 10'000);
   expect_still_serving();
 }
 

@@ -143,6 +143,10 @@ TEST_F(HttpApi, ExplainsEachBadRequestAndKeepsServing) {
       {"/v1/device/not-a-key/sm_90/ptx", 400, "INVALID_ARGUMENT", "64 hex"},
       {"/v1/device/" + zeros + "/sm_90/ptx", 404, "NOT_FOUND", zeros},
       {"/v1/device/" + zeros + "/sm_90/elf", 400, "INVALID_ARGUMENT", "unknown image kind 'elf'"},
+      {"/v1/device/" + zeros + "/sm_90/99", 400, "INVALID_ARGUMENT", "unknown image kind '99'"},
+      {"/v1/77/" + zeros + "/sm_90/ptx", 400, "INVALID_ARGUMENT", "unknown side '77' (use device or host)"},
+      {"/v1/select/77/" + zeros + "/sm_90", 400, "INVALID_ARGUMENT", "unknown side '77'"},
+      {"/v1/select/device/" + zeros + "/sm_90?kind=99", 400, "INVALID_ARGUMENT", "unknown image kind '99'"},
       {"/v1/host/" + zeros + "/x86_64/obj", 404, "NOT_FOUND", "no obj image for x86_64"},
   };
   for (const Case& c : cases) {

@@ -336,6 +336,37 @@ TEST_F(RedisSingle, AReplyOverTheCapIsRefusedUnreadAndTheClientGoesOn) {
   EXPECT_EQ(whole->str.size(), big.size()) << "the default cap takes it";
 }
 
+// Replies on every connection of a client share one budget (RedisOptions::max_held_reply_bytes):
+// a reply holds its bytes until it is freed, one that would pass the budget is refused on its
+// announced length (counted), and small replies always find room.
+TEST_F(RedisSingle, RepliesOnAllConnectionsShareOneBudget) {
+  RedisOptions patient = options_of(m_server->url());
+  patient.operation_timeout = 30s;
+  Redis writer(patient);
+  const std::string value(6 << 20, 'v');
+  ASSERT_EQ(text(writer.command("six", {"SET", "six", value})), "OK");
+
+  RedisOptions options = patient;
+  options.max_held_reply_bytes = 16 << 20;  // one 6 MiB value as read and as built, not two
+  Redis client(options);
+  auto first = client.command("six", {"GET", "six"});
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_EQ(first->str.size(), value.size());
+  EXPECT_GE(client.held_reply_bytes(), 5u << 20) << "the reply holds its bytes while it lives";
+  std::optional<Expected<RedisReply>> second;
+  std::thread([&] { second = client.command("six", {"GET", "six"}); }).join();  // another thread and connection
+  ASSERT_TRUE(second && *second) << (second && !*second ? (*second).error().message : "");
+  EXPECT_TRUE((*second)->refused) << text(*second);
+  EXPECT_NE((*second)->str.find("replies held at once past 16777216 bytes"), std::string::npos) << text(*second);
+  EXPECT_EQ(client.refused_replies(), 1u);
+  EXPECT_EQ(text(client.command("", {"PING"})), "PONG") << "small replies find room";
+  first = RedisReply{};
+  EXPECT_EQ(client.held_reply_bytes(), 0u);
+  auto third = client.command("six", {"GET", "six"});
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_EQ(third->str.size(), value.size()) << "room again once the first reply was freed";
+}
+
 // A peer that is no Redis, answering each connection's first command with `answer` (and then
 // as many bytes of filler as `filler`), then closing.
 class FakePeer {

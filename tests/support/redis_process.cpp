@@ -233,6 +233,51 @@ std::string RedisServer::cli_ok(const std::vector<std::string>& args) const {
   return r.out;
 }
 
+std::string RedisServer::hset_streamed(const std::string& key, const std::string& field, std::size_t bytes,
+                                       char fill) const {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("hset_streamed: no socket");
+  timeval patience{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(m_port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto bulk_header = [](std::size_t n) { return "$" + std::to_string(n) + "\r\n"; };
+  std::string head = "*4\r\n" + bulk_header(4) + "HSET\r\n" + bulk_header(key.size()) + key + "\r\n" +
+                     bulk_header(field.size()) + field + "\r\n" + bulk_header(bytes);
+  const std::string piece(std::size_t{1} << 20, fill);
+  auto send_all = [fd](const char* data, std::size_t size) {
+    while (size > 0) {
+      ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      data += n;
+      size -= static_cast<std::size_t>(n);
+    }
+    return true;
+  };
+  bool sent = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send_all(head.data(), head.size());
+  for (std::size_t left = bytes; sent && left > 0;) {
+    std::size_t n = std::min(left, piece.size());
+    sent = send_all(piece.data(), n);
+    left -= n;
+  }
+  sent = sent && send_all("\r\n", 2);
+  std::string reply;
+  char buf[256];
+  while (sent && reply.find("\r\n") == std::string::npos) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    reply.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  if (reply.find("\r\n") == std::string::npos) {
+    throw std::runtime_error("hset_streamed: no reply from redis-server on port " + std::to_string(m_port));
+  }
+  return reply.substr(0, reply.find("\r\n"));
+}
+
 // ---- RedisCluster -----------------------------------------------------------------------------
 
 std::unique_ptr<RedisCluster> RedisCluster::start(const std::filesystem::path& dir,

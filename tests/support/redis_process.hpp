@@ -61,6 +61,11 @@ class RedisServer {
   CommandResult cli(const std::vector<std::string>& args) const;
   // The same, throwing with its output unless it exits 0; its stdout with the last newline cut.
   std::string cli_ok(const std::vector<std::string>& args) const;
+  // HSET KEY FIELD VALUE where VALUE is `bytes` bytes of `fill`, written on a loopback connection
+  // of its own in 1 MiB pieces, so that this process never holds the value (a stand-in for anyone
+  // who can write to Redis planting a huge field). Redis's reply line (":1"); throws when the
+  // connection fails. No AUTH: for servers without a password.
+  std::string hset_streamed(const std::string& key, const std::string& field, std::size_t bytes, char fill) const;
 
  private:
   RedisServer(std::filesystem::path dir, RedisServerOptions options)

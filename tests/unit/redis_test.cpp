@@ -340,6 +340,35 @@ TEST(RedisReader, HoldsEachReplyToTheCapAsItArrives) {
   EXPECT_FALSE(each.error) << *each.error;
   ASSERT_EQ(each.replies.size(), 3u);
   EXPECT_EQ(each.replies[1].str, part);
+  // Refused on its announced length: no byte of the value need have arrived.
+  ReadReplies announced = read_replies("$1048577\r\n", cap);
+  ASSERT_TRUE(announced.error);
+  EXPECT_NE(announced.error->find("over 1048576 bytes"), std::string::npos) << *announced.error;
+}
+
+TEST(RedisReader, RepliesShareOneBudgetUntilTheyAreFreed) {
+  auto bulk = [](std::size_t n) { return "$" + std::to_string(n) + "\r\n" + std::string(n, 'v') + "\r\n"; };
+  auto memory = std::make_shared<ReplyMemory>(8 << 20);
+  // A 3 MiB value counts twice while it is built (read buffer and string), less the free first MiB.
+  ReadReplies first = read_replies(bulk(3 << 20), 64 << 20, 16384, memory);
+  ASSERT_FALSE(first.error) << *first.error;
+  ASSERT_EQ(first.replies.size(), 1u);
+  EXPECT_GE(memory->held(), 2u << 20) << "the reply holds its bytes while it lives";
+  EXPECT_LE(memory->held(), 4u << 20) << "the read buffer's share went back with the buffer";
+  // Another reply that would pass the budget is refused on its announced length, holding nothing.
+  const std::size_t before = memory->held();
+  ReadReplies second = read_replies(bulk(4 << 20), 64 << 20, 16384, memory);
+  ASSERT_TRUE(second.error);
+  EXPECT_NE(second.error->find("replies held at once past 8388608 bytes"), std::string::npos) << *second.error;
+  EXPECT_EQ(memory->held(), before);
+  // Small replies never wait for room: a connection's first MiB is its own.
+  ReadReplies small = read_replies("+OK\r\n" + bulk(64 << 10), 64 << 20, 16384, memory);
+  EXPECT_FALSE(small.error) << *small.error;
+  EXPECT_EQ(small.replies.size(), 2u);
+  first.replies.clear();
+  EXPECT_EQ(memory->held(), 0u) << "freed replies give their bytes back";
+  ReadReplies again = read_replies(bulk(3 << 20), 64 << 20, 16384, memory);
+  EXPECT_FALSE(again.error) << *again.error;
 }
 
 }  // namespace kcache::server::remote
