@@ -83,6 +83,19 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_flag("--reflection", c.reflection,
                "Serve gRPC server reflection (for grpcurl without .proto files); it needs no token, so it is off "
                "unless asked for");
+  app.add_option("--max-connections", c.max_connections,
+                 "Connections each listener (gRPC, HTTP) holds open at once; further ones are refused, or take "
+                 "the place of the oldest still in its handshake")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--max-connections-per-peer", c.max_connections_per_peer,
+                 "Connections one peer address may hold open on each listener")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--idle-timeout", c.idle_timeout_s,
+                 "Seconds a gRPC connection may stay without calls before kcached closes it (GOAWAY)")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
   app.add_option("--metrics-listen", c.metrics_listen,
                  "HOST:PORT to serve Prometheus metrics on, over plain HTTP without authentication (GET /metrics)");
   app.add_option("--remote", c.remote,
@@ -109,8 +122,14 @@ ParsedConfig parse_config(int argc, char** argv) {
   std::string remote_queue = "256M";
   app.add_option("--remote-write-queue-size", remote_queue,
                  "Bytes of compiled images waiting to be written to the remote; a write that does not fit is "
-                 "dropped and counted, never waited for; no larger entry is read either (bytes, or with K/M/G)")
+                 "dropped and counted, never waited for; no larger entry is written or read either (bytes, or "
+                 "with K/M/G)")
       ->capture_default_str();
+  std::string remote_read_budget;
+  app.add_option("--remote-read-budget", remote_read_budget,
+                 "Bytes all Redis replies in flight may hold at once, across requests (a value counts twice while "
+                 "it is read); a reply that would pass it is refused unread, counted and treated as a miss. "
+                 "Default: room for one reply of the largest entry (bytes, or with K/M/G)");
   app.add_option("--remote-lease-ms", c.remote_lease_ms,
                  "Lifetime of a fleet compile lease (ms), renewed while the compile runs; a daemon that dies "
                  "holding one delays others by at most this")
@@ -137,6 +156,12 @@ ParsedConfig parse_config(int argc, char** argv) {
     }
     if (auto e = parse_size_option(remote_queue, c.remote_write_queue_size); !e.empty()) {
       throw CLI::ValidationError("--remote-write-queue-size", e);
+    }
+    if (!remote_read_budget.empty()) {
+      if (auto e = parse_size_option(remote_read_budget, c.remote_read_budget); !e.empty()) {
+        throw CLI::ValidationError("--remote-read-budget", e);
+      }
+      if (c.remote_read_budget == 0) throw CLI::ValidationError("--remote-read-budget", "must be more than 0");
     }
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kcache/expected.hpp"
+#include "kcache/job.hpp"
 
 namespace kcache::server {
 
@@ -18,7 +19,7 @@ struct Config {
   std::size_t workers = 0;               // 0: one per core
   std::size_t queue_depth = 0;           // 0: 4 per worker
   std::string log_level = "info";
-  std::uint64_t max_module_size = 64ULL << 20;
+  std::uint64_t max_module_size = k_default_max_module_bytes;  // --max-module-size ("64M" in its --help)
   std::uint32_t max_archs = 16;
   std::filesystem::path cuda_root = "/usr/local/cuda";
   std::filesystem::path rocm_device_libs;  // ocml.bc, ockl.bc, hip.bc; empty: the usual places
@@ -36,6 +37,10 @@ struct Config {
   std::string http_listen;
   bool reflection = false;              // serve gRPC server reflection (it needs no token, as health)
   std::string metrics_listen;           // HOST:PORT for Prometheus text over plain HTTP; empty: off
+  // Every listener's connections (net/grpc_gate.hpp, http.hpp): in all, and from one address.
+  std::size_t max_connections = 1024;
+  std::size_t max_connections_per_peer = 256;
+  std::uint32_t idle_timeout_s = 300;   // a gRPC connection without calls this long is closed (GOAWAY)
   // The remote tier shared by a fleet (server/remote/tier.hpp); empty: none.
   std::string remote;                       // redis://[USER@]HOST:PORT or redis-cluster://HOST:PORT[,...]
   std::filesystem::path remote_password_file;  // the Redis password, one line
@@ -44,6 +49,7 @@ struct Config {
   std::uint32_t remote_timeout_ms = 500;    // per Redis operation
   std::uint32_t remote_connect_timeout_ms = 200;
   std::uint64_t remote_write_queue_size = 256ULL << 20;  // bytes waiting to be written; more are dropped
+  std::uint64_t remote_read_budget = 0;     // bytes all Redis replies may hold at once; 0: one largest entry's
   std::uint32_t remote_lease_ms = 10000;    // lease time-to-live, renewed while compiling
   bool verify = false;  // --verify: check the database and exit instead of serving
   bool repair = false;  // --repair (with --verify): remove bad entries, fix counters

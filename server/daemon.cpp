@@ -12,12 +12,15 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
 #include "http.hpp"
 #include "http_request.hpp"
 #include "metrics.hpp"
+#include "net/admission.hpp"
+#include "net/grpc_gate.hpp"
 #include "service/http_api.hpp"
 #include "service/auth.hpp"
 #include "service/call_gate.hpp"
@@ -35,6 +38,23 @@ constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
 // How long shutdown waits for queued remote writes.
 constexpr auto k_remote_flush_grace = std::chrono::seconds(2);
 constexpr std::size_t k_min_grpc_memory = 128ULL << 20;  // gRPC's buffers, at least (ResourceQuota)
+constexpr int k_max_streams_per_connection = 128;
+constexpr auto k_max_connection_age = std::chrono::hours(2);
+constexpr auto k_max_connection_age_grace = std::chrono::minutes(15);  // a compile may take minutes
+constexpr auto k_keepalive_time = std::chrono::minutes(1);
+constexpr auto k_keepalive_timeout = std::chrono::seconds(20);
+
+int milliseconds(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
+
+// The synchronous server's threads: every call a worker runs or the queue holds, fetches and
+// lookups beside them, and a whole connection's worth of streams (k_max_streams_per_connection:
+// what the gRPC gate lets one connection open before it may be cut) to spare, so that a flood
+// the gate cuts takes no thread a well-behaved call needs.
+int grpc_threads(const Config& config) {
+  std::size_t workers = config.workers > 0 ? config.workers : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t queue = config.queue_depth > 0 ? config.queue_depth : 4 * workers;
+  return static_cast<int>(std::min<std::size_t>(1024, 2 * (workers + queue) + 2 * k_max_streams_per_connection));
+}
 
 // libgrpc++_reflection registers its plugin for every server as soon as it is loaded; this takes
 // it out of a builder again.
@@ -50,16 +70,6 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
 bool is_loopback(const std::string& listen) {
   auto address = parse_listen_address(listen, "");
   return address && is_loopback_host(address->host);
-}
-
-Expected<std::string> read_pem(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().empty()) {
-    return make_error(ErrorCode::k_failed_precondition, "cannot read " + path.string());
-  }
-  return text.str();
 }
 
 // A one-line secret file (a password): its bytes less a trailing newline.
@@ -94,13 +104,15 @@ Expected<std::unique_ptr<remote::RemoteTier>> open_remote(const Config& config, 
   options.redis = std::move(*redis);
   options.read_only = config.remote_read_only;
   options.write_queue_bytes = config.remote_write_queue_size;
+  options.max_module_bytes = config.max_module_size;
+  options.read_budget_bytes = config.remote_read_budget;
   options.lease_ttl = std::chrono::milliseconds(config.remote_lease_ms);
   return std::make_unique<remote::RemoteTier>(std::move(options), std::move(*secret), toolchain.fingerprint);
 }
 
-// The PEM text for TLS (mutual with a client CA) when a certificate is given; none (plaintext)
+// The TLS files (mutual with a client CA) when a certificate is given; none (plaintext)
 // otherwise, which must be asked for on any address but loopback.
-Expected<ServerPem> server_pem(const Config& config) {
+Expected<net::TlsFiles> tls_files(const Config& config) {
   if (config.tls_cert.empty()) {
     if (!is_loopback(config.listen) && !config.plaintext) {
       return make_error(ErrorCode::k_failed_precondition,
@@ -110,29 +122,25 @@ Expected<ServerPem> server_pem(const Config& config) {
     if (!is_loopback(config.listen)) {
       spdlog::warn("serving {} in plaintext (--plaintext): traffic and tokens travel unencrypted", config.listen);
     }
-    return ServerPem{};
+    return net::TlsFiles{};
   }
-  ServerPem pem;
-  auto cert = read_pem(config.tls_cert);
-  if (!cert) return cert.error();
-  auto key = read_pem(config.tls_key);
-  if (!key) return key.error();
-  pem.cert = std::move(*cert);
-  pem.key = std::move(*key);
-  if (!config.tls_client_ca.empty()) {
-    auto ca = read_pem(config.tls_client_ca);
-    if (!ca) return ca.error();
-    pem.client_ca = std::move(*ca);
-  }
-  return pem;
+  return net::TlsFiles{config.tls_cert.string(), config.tls_key.string(), config.tls_client_ca.string()};
 }
+
+// Descriptors kcached keeps for itself, beyond its listeners' connections: the store's files, two
+// pipes per worker, Redis, logs and the toolchain's processes.
+std::size_t reserved_descriptors(const Config& config) { return 96 + 4 * std::max<std::size_t>(config.workers, 4); }
 
 }  // namespace
 
 Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::unique_ptr<Daemon> d(new Daemon());
-  auto pem = server_pem(config);
-  if (!pem) return pem.error();
+  auto tls = tls_files(config);
+  if (!tls) return tls.error();
+  auto listen = parse_listen_address(config.listen, "--listen");
+  if (!listen) return listen.error();
+  d->m_fds = std::make_unique<net::FdBudget>(net::FdBudget::for_this_process(reserved_descriptors(config)));
+  spdlog::debug("connections may hold {} file descriptors", d->m_fds->limit());
   d->m_metrics = std::make_unique<Metrics>();
   d->m_auth = std::make_unique<Authenticator>();
   if (!config.tokens_file.empty()) {
@@ -205,6 +213,16 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                  config.remote_read_only ? ", read-only" : "", config.remote_timeout_ms, config.remote_lease_ms);
   }
 
+  // The gate owns the port (net/grpc_gate.hpp); gRPC serves it alone, on a private Unix socket.
+  net::GateLimits gate_limits;
+  gate_limits.max_connections = config.max_connections;
+  gate_limits.max_per_peer = config.max_connections_per_peer;
+  gate_limits.frame_burst = 2 * k_max_streams_per_connection;  // every stream a connection may hold, reset
+  auto gate = net::GrpcGate::start(listen->host, listen->port, "--listen", *tls, gate_limits, *d->m_fds);
+  if (!gate) return gate.error();
+  d->m_gate = std::move(*gate);
+  d->m_port = d->m_gate->port();
+
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection answers without a token (a plugin service, outside KCacheService's admission), so
   // it is served only when asked for.
@@ -213,24 +231,38 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   // With tokens, every call's token and role are checked on its headers, before gRPC reads its
   // message (service/call_gate.hpp); handlers check again to name the caller in the log.
-  std::shared_ptr<const CallGate> gate;
-  if (d->m_auth->enabled()) gate = std::make_shared<CallGate>(*d->m_auth, *d->m_metrics, config.reflection);
-  builder.AddListeningPort(config.listen, gated_server_credentials(*pem, std::move(gate)), &d->m_port);
+  std::shared_ptr<const CallGate> call_gate;
+  if (d->m_auth->enabled()) call_gate = std::make_shared<CallGate>(*d->m_auth, *d->m_metrics, config.reflection);
+  int upstream_port = 0;
+  builder.AddListeningPort(d->m_gate->upstream_address(), gated_server_credentials(std::move(call_gate)), &upstream_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX)));
+  // What gRPC bounds itself, behind the gate: streams at once per connection (a client queues
+  // more until one ends), connections without calls and connections kept too long (GOAWAY; gRPC
+  // clients reconnect), peers that stopped answering (keepalive), and the handshake.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, k_max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(config.idle_timeout_s * 1000));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, milliseconds(k_max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, milliseconds(k_max_connection_age_grace));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, milliseconds(k_keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, milliseconds(k_keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5000);
   // gRPC reads a whole request before any handler sees it (callers without the right token are
   // refused on their headers first): 64 concurrent 64 MiB Compiles took kcached to 5.4 GB. The
   // quota bounds what its buffers may hold; past it, gRPC shrinks flow-control windows and
   // cancels streams ("Buffers full", RESOURCE_EXHAUSTED) instead of reading on. Room for two of
-  // the largest messages at once.
+  // the largest messages at once. It also caps the synchronous server's threads (one per call in
+  // a handler): past the cap a call is refused with RESOURCE_EXHAUSTED rather than given a
+  // thread; the rapid-reset flood had made 32,263 of them.
   grpc::ResourceQuota quota("kcached-grpc");
   quota.Resize(std::max<std::size_t>(k_min_grpc_memory, 2 * limits.max_message_bytes));
+  quota.SetMaxThreads(grpc_threads(config));
   builder.SetResourceQuota(quota);
   builder.RegisterService(d->m_service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(d->m_metrics->interceptor_factory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   d->m_server = builder.BuildAndStart();
-  if (!d->m_server || d->m_port == 0) {
+  if (!d->m_server || upstream_port == 0) {
     return make_error(ErrorCode::k_unavailable,
                       "cannot listen on " + config.listen + " (address in use, or not an address of this machine?)");
   }
@@ -242,21 +274,28 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                         "refusing to serve images on " + *http_listen + " without TLS: give --tls-cert and "
                         "--tls-key, or --plaintext");
     }
-    HttpTls tls{config.tls_cert.string(), config.tls_key.string(), config.tls_client_ca.string()};
-    auto http = HttpListener::start(*http_listen, "--http-listen", tls, HttpLimits{},
+    HttpLimits http_limits;
+    http_limits.max_connections = config.max_connections;
+    http_limits.max_per_peer = config.max_connections_per_peer;
+    const HttpTls& http_tls = *tls;
+    auto http = HttpListener::start(*http_listen, "--http-listen", http_tls, http_limits, *d->m_fds,
                                     [&](Router& server) { add_http_api_routes(server, *d->m_service, *d->m_metrics); });
     if (!http) return http.error();
     d->m_http = std::move(*http);
     d->m_service->set_http_port(d->m_http->port());
     auto where = parse_listen_address(*http_listen, "--http-listen");
-    spdlog::info("images over {}: {}:{}", tls.enabled() ? "HTTPS" : "HTTP", where ? where->host : *http_listen,
+    spdlog::info("images over {}: {}:{}", http_tls.enabled() ? "HTTPS" : "HTTP", where ? where->host : *http_listen,
                  d->m_http->port());
   }
   if (!config.metrics_listen.empty()) {
     HttpLimits limits;
     limits.threads = 2;  // one scraper, now and then
     limits.max_connections = 64;
-    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, limits, [&](Router& server) {
+    // One event thread holds every connection, so a scraper always finds one waiting to take the
+    // place of (HttpLimits::max_connections).
+    limits.event_threads = 1;
+    auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, limits, *d->m_fds,
+                                       [&](Router& server) {
       add_metrics_route(server, [service = d->m_service.get()] { return service->snapshot(); });
     });
     if (!metrics) return metrics.error();
@@ -278,6 +317,7 @@ Daemon::~Daemon() { shutdown(); }
 void Daemon::shutdown() {
   if (m_stopped) return;
   m_stopped = true;
+  if (m_gate) m_gate->stop_accepting();  // connections open may still finish their calls
   m_metrics_server.reset();
   m_http.reset();
   if (m_server) {
@@ -290,6 +330,7 @@ void Daemon::shutdown() {
     m_server->Shutdown(std::chrono::system_clock::now() + k_reply_flush_grace);
     m_server->Wait();
   }
+  m_gate.reset();
   if (m_pool) m_pool->shutdown();
   if (m_remote) {
     // What this daemon compiled reaches the fleet, unless Redis is too slow to take it now.

@@ -24,6 +24,10 @@ class HttpListener;
 namespace remote {
 class RemoteTier;
 }
+namespace net {
+class FdBudget;
+class GrpcGate;
+}
 namespace worker {
 class WorkerSet;
 }
@@ -51,6 +55,8 @@ class Daemon {
   std::unique_ptr<worker::WorkerSet> m_workers;
   std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone
   std::unique_ptr<Authenticator> m_auth;
+  std::unique_ptr<net::FdBudget> m_fds;  // before the listeners, which count against it
+  std::unique_ptr<net::GrpcGate> m_gate;  // the gRPC port; gRPC serves it on a Unix socket
   std::unique_ptr<Metrics> m_metrics;
   std::unique_ptr<HttpListener> m_metrics_server;  // --metrics-listen
   std::unique_ptr<HttpListener> m_http;            // --http-listen

@@ -29,6 +29,7 @@
 
 #include "config.hpp"
 #include "http_request.hpp"
+#include "net/admission.hpp"
 
 namespace kcache::server {
 namespace {
@@ -153,20 +154,6 @@ struct Loop {
   }
 };
 
-void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (a.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
-    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
-    port = ntohs(v4.sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
-    inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
-    port = ntohs(v6.sin6_port);
-  }
-  ip = text;
-}
-
 // Sends what `c.out` holds without blocking. sent: all of it; blocked: the socket is full (or
 // TLS needs to read), wait for `wanted`; failed: close the connection.
 enum class Sent { sent, blocked, failed };
@@ -274,7 +261,8 @@ class SocketSink final : public AnswerSink {
 
 class HttpListener::Impl {
  public:
-  Impl(std::string what, HttpLimits limits) : m_what(std::move(what)), m_limits(limits) {}
+  Impl(std::string what, HttpLimits limits, net::FdBudget& fds)
+      : m_what(std::move(what)), m_limits(limits), m_fds(fds), m_peers(limits.max_per_peer), m_accepter(m_what) {}
   ~Impl() { stop(); }
 
   Expected<void> open(const ListenAddress& address, const HttpTls& tls);
@@ -301,9 +289,14 @@ class HttpListener::Impl {
   void serve();
   void answer_on_pool(std::unique_ptr<Connection> c);
 
+  bool make_room(Loop& l);  // closes the accepting loop's connection waiting nearest its deadline
+
   const std::string m_what;
   const HttpLimits m_limits;
-  SSL_CTX* m_tls = nullptr;
+  net::FdBudget& m_fds;
+  net::PeerCounts m_peers;
+  net::Accepter m_accepter;  // the first event thread's
+  net::SslCtx m_tls;
   int m_listen_fd = -1;
   std::atomic<std::size_t> m_open{0};  // connections, wherever they are
   std::atomic<bool> m_stopping{false};
@@ -319,57 +312,13 @@ class HttpListener::Impl {
 
 Expected<void> HttpListener::Impl::open(const ListenAddress& address, const HttpTls& tls) {
   if (tls.enabled()) {
-    m_tls = SSL_CTX_new(TLS_server_method());
-    bool ok = m_tls != nullptr && SSL_CTX_set_min_proto_version(m_tls, TLS1_2_VERSION) == 1 &&
-              SSL_CTX_use_certificate_chain_file(m_tls, tls.cert_file.c_str()) == 1 &&
-              SSL_CTX_use_PrivateKey_file(m_tls, tls.key_file.c_str(), SSL_FILETYPE_PEM) == 1 &&
-              SSL_CTX_check_private_key(m_tls) == 1;
-    if (ok && !tls.client_ca_file.empty()) {
-      ok = SSL_CTX_load_verify_locations(m_tls, tls.client_ca_file.c_str(), nullptr) == 1;
-      if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(tls.client_ca_file.c_str())) {
-        SSL_CTX_set_client_CA_list(m_tls, names);
-      }
-      SSL_CTX_set_verify(m_tls, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-    }
-    if (!ok) {
-      return make_error(ErrorCode::k_failed_precondition,
-                        m_what + ": cannot use the TLS certificate " + tls.cert_file + " with key " + tls.key_file);
-    }
-    SSL_CTX_set_mode(m_tls, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    auto ctx = net::server_tls_context(tls, m_what, /*alpn_h2=*/false);
+    if (!ctx) return ctx.error();
+    m_tls = std::move(*ctx);
   }
-
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  std::string port = std::to_string(address.port);
-  if (getaddrinfo(address.host.empty() ? nullptr : address.host.c_str(), port.c_str(), &hints, &found) != 0) {
-    return make_error(ErrorCode::k_invalid_argument, m_what + ": cannot resolve '" + address.host + "'");
-  }
-  std::string why = "no address";
-  for (addrinfo* a = found; a != nullptr && m_listen_fd < 0; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, m_limits.backlog) == 0) {
-      m_listen_fd = fd;
-    } else {
-      why = std::strerror(errno);
-      ::close(fd);
-    }
-  }
-  freeaddrinfo(found);
-  if (m_listen_fd < 0) {
-    return make_error(ErrorCode::k_unavailable,
-                      m_what + ": cannot listen on " + address.host + ":" + port + " (" + why + ")");
-  }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof bound;
-  ::getsockname(m_listen_fd, reinterpret_cast<sockaddr*>(&bound), &length);
-  std::string ip;
-  address_of(bound, ip, m_port);
+  auto fd = net::listen_tcp(address.host, address.port, m_limits.backlog, m_what, m_port);
+  if (!fd) return fd.error();
+  m_listen_fd = *fd;
 
   std::size_t loops = m_limits.event_threads;
   if (loops == 0) loops = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
@@ -422,8 +371,7 @@ void HttpListener::Impl::stop() {
   m_loops.clear();
   if (m_listen_fd >= 0) ::close(m_listen_fd);
   m_listen_fd = -1;
-  if (m_tls != nullptr) SSL_CTX_free(m_tls);
-  m_tls = nullptr;
+  m_tls.reset();
 }
 
 void HttpListener::Impl::loop(Loop& l) {
@@ -479,18 +427,18 @@ void HttpListener::Impl::loop(Loop& l) {
 void HttpListener::Impl::accept_all(Loop& l) {
   for (;;) {
     sockaddr_storage peer{};
-    socklen_t length = sizeof peer;
-    int fd = ::accept4(m_listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("{}: accept: {}", m_what, std::strerror(errno));
-      return;
-    }
-    if (m_open >= m_limits.max_connections) {
-      // Full: refuse at once rather than queue work nobody can serve soon.
+    int fd = m_accepter.accept(m_listen_fd, peer);
+    if (fd < 0) return;
+    std::string peer_ip;
+    int peer_port = 0;
+    net::peer_address(peer, peer_ip, peer_port);
+    bool room = (m_open < m_limits.max_connections || make_room(l)) && (m_fds.take(1) || (make_room(l) && m_fds.take(1)));
+    if (!room || !m_peers.add(peer_ip)) {
+      if (room) m_fds.give_back(1);
+      // Full, or this peer has its share: refuse at once rather than queue work nobody can serve soon.
       static constexpr std::string_view k_busy =
           "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
-      if (m_tls == nullptr) [[maybe_unused]] auto sent = ::send(fd, k_busy.data(), k_busy.size(), MSG_NOSIGNAL);
+      if (!m_tls) [[maybe_unused]] auto sent = ::send(fd, k_busy.data(), k_busy.size(), MSG_NOSIGNAL);
       ::close(fd);
       continue;
     }
@@ -499,13 +447,14 @@ void HttpListener::Impl::accept_all(Loop& l) {
     c->fd = fd;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // an answer goes in one write; send it now
-    address_of(peer, c->peer_ip, c->peer_port);
+    c->peer_ip = std::move(peer_ip);
+    c->peer_port = peer_port;
     sockaddr_storage local{};
-    length = sizeof local;
+    socklen_t length = sizeof local;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length);
-    address_of(local, c->local_ip, c->local_port);
-    if (m_tls != nullptr) {
-      c->ssl = SSL_new(m_tls);
+    net::peer_address(local, c->local_ip, c->local_port);
+    if (m_tls) {
+      c->ssl = SSL_new(m_tls.get());
       SSL_set_fd(c->ssl, fd);
       SSL_set_accept_state(c->ssl);
     } else {
@@ -557,8 +506,21 @@ std::unique_ptr<Connection> HttpListener::Impl::release(Loop& l, Connection& c) 
 }
 
 void HttpListener::Impl::close(std::unique_ptr<Connection> c) {
+  m_peers.remove(c->peer_ip);
   c.reset();
+  m_fds.give_back(1);
   --m_open;
+}
+
+bool HttpListener::Impl::make_room(Loop& l) {
+  Connection* nearest = nullptr;
+  for (const auto& [fd, c] : l.connections) {
+    if (!c->out.empty()) continue;  // answering: not waiting
+    if (nearest == nullptr || c->deadline < nearest->deadline) nearest = c.get();
+  }
+  if (nearest == nullptr) return false;
+  close(release(l, *nearest));
+  return true;
 }
 
 void HttpListener::Impl::close_with(std::unique_ptr<Connection> c, int status, const std::string& reason,
@@ -708,10 +670,11 @@ int HttpListener::port() const { return m_impl->m_port; }
 
 Expected<std::unique_ptr<HttpListener>> HttpListener::start(const std::string& listen, const std::string& what,
                                                             const HttpTls& tls, const HttpLimits& limits,
+                                                            net::FdBudget& fds,
                                                             const std::function<void(Router&)>& routes) {
   auto address = parse_listen_address(listen, what);
   if (!address) return address.error();
-  auto impl = std::make_unique<Impl>(what, limits);
+  auto impl = std::make_unique<Impl>(what, limits, fds);
   // A kept-alive connection waits this long for its next request (cpp-httplib announces it).
   impl->m_router.set_keep_alive_timeout(std::max<time_t>(1, limits.idle_time.count() / 1000));
   impl->m_router.set_keep_alive_max_count(k_max_requests_per_connection);

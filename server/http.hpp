@@ -30,22 +30,27 @@
 #include <string>
 
 #include "kcache/expected.hpp"
+#include "net/tls.hpp"
 
 namespace kcache::server {
 
 class Router;  // http_request.hpp: cpp-httplib's router, with the fast routes
 
-// PEM files for HTTPS: the server's chain and key, and a client CA that makes client certificates
-// required (mutual TLS). All empty: plain HTTP.
-struct HttpTls {
-  std::string cert_file, key_file, client_ca_file;
-  bool enabled() const { return !cert_file.empty(); }
-};
+// PEM files for HTTPS (all empty: plain HTTP), as for the gRPC gate.
+using HttpTls = net::TlsFiles;
+
+namespace net {
+class FdBudget;
+}
 
 struct HttpLimits {
   std::size_t event_threads = 0;       // 0: one per core, at most 4
   std::size_t threads = 16;            // requests that need a wait, answered at once
-  std::size_t max_connections = 512;   // open at once; further ones are closed at accept
+  // Open at once; when full, a new connection takes the place of the one waiting for a request
+  // nearest its deadline (a slow or idle client), or is closed at accept when none waits (so a
+  // flood of slow clients cannot keep a scraper or a cached compile out).
+  std::size_t max_connections = 512;
+  std::size_t max_per_peer = 256;      // open at once from one peer address
   // From accept (TLS handshake included), or from a request's first byte, to the end of its
   // headers: a slow client is cut off here, whatever pace it keeps.
   std::chrono::milliseconds request_time{5000};
@@ -59,9 +64,9 @@ class HttpListener {
  public:
   // Binds HOST:PORT (port 0: a free one), lets `routes` register GET handlers on a cpp-httplib
   // Server used only for parsing and routing, and serves. `what` names the listener in errors
-  // ("--metrics-listen").
+  // ("--metrics-listen"). Each connection holds one of `fds`'s descriptors.
   static Expected<std::unique_ptr<HttpListener>> start(const std::string& listen, const std::string& what,
-                                                       const HttpTls& tls, const HttpLimits& limits,
+                                                       const HttpTls& tls, const HttpLimits& limits, net::FdBudget& fds,
                                                        const std::function<void(Router&)>& routes);
   ~HttpListener();  // stops accepting, cuts every connection, joins the threads
   int port() const;

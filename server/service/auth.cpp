@@ -1,5 +1,7 @@
 #include "service/auth.hpp"
 
+#include "net/grpc_gate.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -88,7 +90,7 @@ Expected<void> Authenticator::check(const grpc::ServerContextBase& context, Role
   auto header = metadata.find("authorization");
   std::string_view value = header == metadata.end() ? std::string_view()
                                                      : std::string_view(header->second.data(), header->second.size());
-  return check(value, context.peer(), needed, method, client);
+  return check(value, net::client_of_peer(context.peer()), needed, method, client);
 }
 
 Expected<void> Authenticator::check(std::string_view authorization, const std::string& peer, Role needed,

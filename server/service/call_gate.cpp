@@ -48,21 +48,12 @@ void process_headers(void* state, grpc_auth_context*, const grpc_metadata* metad
 
 void destroy_state(void* state) { delete static_cast<std::shared_ptr<const CallGate>*>(state); }
 
-// Core credentials (insecure or TLS) with kcached's processor, for a grpc::ServerBuilder.
+// Core insecure credentials with kcached's processor, for a grpc::ServerBuilder.
 class GatedServerCredentials final : public grpc::ServerCredentials {
  public:
-  GatedServerCredentials(const ServerPem& pem, std::shared_ptr<const CallGate> gate) {
+  explicit GatedServerCredentials(std::shared_ptr<const CallGate> gate) {
     // The base class has initialized gRPC: core calls are allowed from here on.
-    if (pem.cert.empty()) {
-      m_core = grpc_insecure_server_credentials_create();
-    } else {
-      grpc_ssl_pem_key_cert_pair pair{pem.key.c_str(), pem.cert.c_str()};
-      m_core = grpc_ssl_server_credentials_create_ex(
-          pem.client_ca.empty() ? nullptr : pem.client_ca.c_str(), &pair, 1,
-          pem.client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
-          nullptr);
-    }
+    m_core = grpc_insecure_server_credentials_create();
     if (gate) {
       grpc_server_credentials_set_auth_metadata_processor(
           m_core, {process_headers, destroy_state, new std::shared_ptr<const CallGate>(std::move(gate))});
@@ -99,9 +90,8 @@ Expected<void> CallGate::check(std::string_view path, std::string_view authoriza
   return allowed;
 }
 
-std::shared_ptr<grpc::ServerCredentials> gated_server_credentials(const ServerPem& pem,
-                                                                  std::shared_ptr<const CallGate> gate) {
-  return std::make_shared<GatedServerCredentials>(pem, std::move(gate));
+std::shared_ptr<grpc::ServerCredentials> gated_server_credentials(std::shared_ptr<const CallGate> gate) {
+  return std::make_shared<GatedServerCredentials>(std::move(gate));
 }
 
 }  // namespace kcache::server

@@ -10,8 +10,8 @@
 // filter is on every server channel whose credentials are a core grpc_server_credentials, the
 // insecure ones included (maybe_prepend_server_auth_filter in src/core/lib/surface/init.cc keys on
 // GRPC_SERVER_CREDENTIALS_ARG). gRPC++ 1.51 only lets SslServerCredentials take a processor
-// (InsecureServerCredentials asserts), so kcached wraps core credentials itself, plaintext and TLS
-// alike, and sets the processor through the C API.
+// (InsecureServerCredentials asserts), so kcached wraps core insecure credentials itself (TLS is
+// the gRPC gate's) and sets the processor through the C API.
 //
 // The headers carry ":path", so the gate checks the role each method needs, not just the token;
 // handlers check again to learn the caller's name for the log. The health service, and
@@ -50,15 +50,9 @@ class CallGate {
   const bool m_reflection;
 };
 
-// PEM text for TLS; an empty cert means plaintext. A client CA makes client certificates
-// required and verified (mutual TLS).
-struct ServerPem {
-  std::string cert, key, client_ca;
-};
-
-// gRPC server credentials for `pem` whose every call passes `gate` on its headers first (none:
-// every call goes on to its handler, as with gRPC's own credentials).
-std::shared_ptr<grpc::ServerCredentials> gated_server_credentials(const ServerPem& pem,
-                                                                  std::shared_ptr<const CallGate> gate);
+// Plaintext gRPC server credentials whose every call passes `gate` on its headers first (none:
+// every call goes on to its handler). TLS is the gRPC gate's (net/grpc_gate.hpp): gRPC itself
+// serves only the gate, on a Unix socket.
+std::shared_ptr<grpc::ServerCredentials> gated_server_credentials(std::shared_ptr<const CallGate> gate);
 
 }  // namespace kcache::server

@@ -106,6 +106,10 @@ std::size_t count(const std::string& text, const std::string& what) {
 
 class Listeners : public DaemonTest {
  protected:
+  // Hundreds of connections from one loopback address: not the per-peer cap's test (flood_test.cpp).
+  std::vector<std::string> daemon_args() const override {
+    return {"--max-connections", "512", "--max-connections-per-peer", "4096"};
+  }
   int http_port() {
     auto caps = m_client->capabilities(true);
     EXPECT_TRUE(caps) << caps.error().message;
@@ -268,9 +272,10 @@ TEST_F(Listeners, SlowClientsHoldNoThreadAndAreCutOffAtTheirDeadline) {
   trickle.join();
 }
 
-// Beyond the connection cap (512) a connection is refused at once; the ones already open, and
-// the listener, go on.
-TEST_F(Listeners, ConnectionsBeyondTheCapAreRefusedAndTheListenerRecovers) {
+// Beyond the connection cap (512), a new connection takes the place of the held one waiting
+// nearest its deadline: 512 idle sockets cannot keep a cached compile out (issue 29: 2,000 of them
+// pushed every cached compile onto gRPC). The listener goes on once they are gone.
+TEST_F(Listeners, ConnectionsBeyondTheCapTakeThePlaceOfTheIdlest) {
   std::filesystem::path src = cached_saxpy();
   int port = http_port();
   std::vector<std::unique_ptr<RawConnection>> held;
@@ -278,15 +283,16 @@ TEST_F(Listeners, ConnectionsBeyondTheCapAreRefusedAndTheListenerRecovers) {
     held.push_back(std::make_unique<RawConnection>(port));
     ASSERT_TRUE(held.back()->connected());
   }
-  RawConnection refused(port);
-  std::string got = refused.read_until_closed(milliseconds(5000));
-  EXPECT_TRUE(got.starts_with("HTTP/1.1 503 ")) << got;
-  EXPECT_TRUE(refused.closed());
-  // One of those held still gets its answer.
-  ASSERT_TRUE(held.front()->send("GET /v1/fingerprint HTTP/1.1\r\nConnection: close\r\n\r\n"));
-  EXPECT_TRUE(held.front()->read_until_closed(milliseconds(5000)).starts_with("HTTP/1.1 200 OK"));
+  RawConnection late(port);
+  ASSERT_TRUE(late.send("GET /v1/fingerprint HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  EXPECT_TRUE(late.read_until_closed(milliseconds(5000)).starts_with("HTTP/1.1 200 OK"));
+  // The oldest idle one made room: closed without an answer.
+  EXPECT_EQ(held.front()->read_until_closed(milliseconds(2000)), "");
+  EXPECT_TRUE(held.front()->closed());
+
+  // A cached compile over HTTP, with the listener full of idle sockets.
+  EXPECT_LT(cached_compile_ms(src), 1000.0);
   held.clear();
-  // Once they are gone, new connections are served again (the daemon notices the closes).
   auto deadline = Clock::now() + std::chrono::seconds(5);
   bool served = false;
   while (!served && Clock::now() < deadline) {
@@ -295,7 +301,6 @@ TEST_F(Listeners, ConnectionsBeyondTheCapAreRefusedAndTheListenerRecovers) {
              again.read_until_closed(milliseconds(2000)).starts_with("HTTP/1.1 200 OK");
   }
   EXPECT_TRUE(served);
-  EXPECT_LT(cached_compile_ms(src), 1000.0);
 }
 
 // The listen backlog is gRPC's 4096 (capped by net.core.somaxconn), not cpp-httplib's 5, so a
@@ -360,7 +365,9 @@ class OversizedRequests : public Listeners {
     Listeners::SetUp();
   }
   std::vector<std::string> daemon_args() const override {
-    return {"--tokens-file", (m_dir.path() / "tokens").string()};
+    auto args = Listeners::daemon_args();
+    args.insert(args.end(), {"--tokens-file", (m_dir.path() / "tokens").string()});
+    return args;
   }
   int http_port_with_token() {
     ClientOptions o{m_daemon->address(), std::chrono::seconds(30)};
