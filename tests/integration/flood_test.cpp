@@ -42,24 +42,6 @@ std::uint64_t proc_status(pid_t pid, const std::string& field) {
 std::uint64_t rss_bytes(pid_t pid) { return proc_status(pid, "VmRSS") * 1024; }
 std::uint64_t threads_of(pid_t pid) { return proc_status(pid, "Threads"); }
 
-// A TCP connection to 127.0.0.1:`port` from `from` (another loopback address).
-int connect_from(const char* from, int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in self{};
-  self.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &self.sin_addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&self), sizeof self);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<std::uint16_t>(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 void put_frame(std::string& out, std::uint8_t type, std::uint8_t flags, std::uint32_t stream, const std::string& payload) {
   std::uint32_t n = static_cast<std::uint32_t>(payload.size());
   out += {static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n), static_cast<char>(type),
@@ -107,7 +89,7 @@ FloodReport rapid_reset(int port, const std::string& token, const std::atomic<bo
   FloodReport report;
   const std::string block = grpc_headers("/kcache.v1.KCache/GetStats", token);
   while (!stop) {
-    int fd = connect_from("127.0.0.2", port);
+    int fd = connect_loopback(port, "127.0.0.2");
     if (fd < 0) continue;
     ++report.connections;
     std::string hello = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -248,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutTokens, Floods, ::testing::Bool(),
 std::vector<int> hold_idle(int port, int count) {
   std::vector<int> held;
   for (int i = 0; i < count; ++i) {
-    int fd = connect_from("127.0.0.2", port);
+    int fd = connect_loopback(port, "127.0.0.2");
     if (fd >= 0) held.push_back(fd);
   }
   return held;
@@ -340,7 +322,7 @@ TEST_F(PeerCap, OneAddressHoldsItsShareAndNoMore) {
   for (int port : {m_daemon->port(), static_cast<int>(caps->http_port())}) {
     std::vector<int> held = hold_idle(port, 8);
     ASSERT_EQ(held.size(), 8u);
-    int ninth = connect_from("127.0.0.2", port);
+    int ninth = connect_loopback(port, "127.0.0.2");
     ASSERT_GE(ninth, 0);
     EXPECT_TRUE(closed_within(ninth, milliseconds(2000))) << "the ninth connection from 127.0.0.2, port " << port;
     ::close(ninth);

@@ -140,17 +140,6 @@ std::string client_hello() {
   return hello;
 }
 
-// A TCP connection to 127.0.0.1:`port`, or -1.
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-  ::close(fd);
-  return -1;
-}
 
 // Whether the peer closes `fd` before `deadline`.
 bool closed_by_peer(int fd, std::chrono::steady_clock::time_point deadline) {
@@ -194,7 +183,7 @@ TEST_F(Tls, SlowTlsHandshakesHoldNoThreadAndAreCutOffAtTheirDeadline) {
   ASSERT_GT(hello.size(), 100u);
   std::vector<int> slow;
   for (int i = 0; i < 100; ++i) {
-    slow.push_back(connect_to(port));
+    slow.push_back(connect_loopback(port));
     ASSERT_GE(slow.back(), 0);
   }
   auto started = std::chrono::steady_clock::now();

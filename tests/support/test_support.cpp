@@ -1,11 +1,14 @@
 #include "test_support.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +78,24 @@ int wait_status(pid_t pid) {
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+int connect_loopback(int port, const char* from) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (from != nullptr) {
+    sockaddr_in self{};
+    self.sin_family = AF_INET;
+    inet_pton(AF_INET, from, &self.sin_addr);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&self), sizeof self);
+  }
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) return fd;
+  ::close(fd);
   return -1;
 }
 

@@ -78,6 +78,10 @@ class DaemonProcess {
 pid_t spawn_child(const std::vector<std::string>& argv, const std::filesystem::path& log, int stdout_fd = -1);
 // Waits for a child: its exit status, or 128+signal.
 int wait_status(pid_t pid);
+// A TCP connection to 127.0.0.1:`port`, from the loopback address `from` when given (another
+// 127.x address stands for another host), or -1.
+int connect_loopback(int port, const char* from = nullptr);
+
 // A process's peak resident memory (VmHWM), in bytes; 0 when it cannot be read.
 std::uint64_t peak_rss(pid_t pid);
 

@@ -12,6 +12,7 @@
 
 #include "net/admission.hpp"
 #include "net/h2_frames.hpp"
+#include "test_support.hpp"
 
 namespace kcache::server::net {
 namespace {
@@ -98,15 +99,6 @@ int listening_socket(int& port) {
   return fd;
 }
 
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? fd : -1;
-}
-
 // Out of descriptors, the accepter still takes connections off the backlog (closing them), so
 // an event loop does not spin on a listener that stays readable; with descriptors back, it
 // accepts again.
@@ -115,7 +107,7 @@ TEST(Accepter, OutOfDescriptorsItDrainsTheBacklogAndThenAcceptsAgain) {
   int listen_fd = listening_socket(port);
   Accepter accepter("test listener");
   std::vector<int> clients;
-  for (int i = 0; i < 3; ++i) clients.push_back(connect_to(port));
+  for (int i = 0; i < 3; ++i) clients.push_back(kcache::test::connect_loopback(port));
   for (int fd : clients) ASSERT_GE(fd, 0);
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -136,7 +128,7 @@ TEST(Accepter, OutOfDescriptorsItDrainsTheBacklogAndThenAcceptsAgain) {
     EXPECT_EQ(::recv(fd, &byte, 1, 0), 0) << "refused connections are closed";
     ::close(fd);
   }
-  int again = connect_to(port);
+  int again = kcache::test::connect_loopback(port);
   ASSERT_GE(again, 0);
   int accepted = accepter.accept(listen_fd, peer);
   EXPECT_GE(accepted, 0);
