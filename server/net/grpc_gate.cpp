@@ -3,7 +3,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
@@ -120,6 +122,35 @@ bool carries_no_request(const H2Frame& f) {
   return false;
 }
 
+constexpr std::string_view k_folder_prefix = "/tmp/kcached-";
+
+// The private folders (k_folder_prefix PID-XXXXXX) of kcached processes that are gone (killed
+// before they could remove theirs), this user's only. A live process's folder is never touched:
+// its PID still answers kill(pid, 0).
+void remove_folders_of_dead_gates() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp", ec)) {
+    std::string name = entry.path().filename().string();
+    std::string_view prefix = k_folder_prefix.substr(5);  // "kcached-"
+    if (!name.starts_with(prefix)) continue;
+    std::string_view rest = std::string_view(name).substr(prefix.size());
+    auto dash = rest.find('-');
+    if (dash == std::string_view::npos || dash == 0) continue;
+    pid_t pid = 0;
+    for (char c : rest.substr(0, dash)) {
+      if (c < '0' || c > '9') {
+        pid = 0;
+        break;
+      }
+      pid = pid * 10 + (c - '0');
+    }
+    struct stat st {};
+    if (pid <= 0 || ::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::filesystem::remove_all(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 class GrpcGate::Impl {
@@ -183,11 +214,14 @@ Expected<void> GrpcGate::Impl::open(const std::string& host, int port, const Tls
     if (!ctx) return ctx.error();
     m_tls = std::move(*ctx);
   }
-  char folder[] = "/tmp/kcached-XXXXXX";
-  if (::mkdtemp(folder) == nullptr) {
+  remove_folders_of_dead_gates();
+  std::string pattern = std::string(k_folder_prefix) + std::to_string(::getpid()) + "-XXXXXX";
+  std::vector<char> folder(pattern.begin(), pattern.end());
+  folder.push_back('\0');
+  if (::mkdtemp(folder.data()) == nullptr) {
     return make_error(ErrorCode::k_internal, m_what + ": cannot make a private folder in /tmp: " + std::strerror(errno));
   }
-  m_folder = folder;
+  m_folder = folder.data();
   m_socket = m_folder / "grpc.sock";
   auto fd = listen_tcp(host, port, m_limits.backlog, m_what, m_port);
   if (!fd) return fd.error();
