@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -167,7 +168,6 @@ class GrpcGate::Impl {
   std::string m_what;
   GateLimits m_limits;
   FdBudget& m_budget;
-  GateCounters m_counters;
   int m_port = 0;
   std::filesystem::path m_folder, m_socket;
   std::atomic<bool> m_stop_accepting{false};
@@ -303,31 +303,29 @@ void GrpcGate::Impl::accept_all() {
     std::string ip;
     int port = 0;
     peer_address(peer, ip, port);
-    auto refuse = [&](std::atomic<std::uint64_t>& counter, const std::string& why) {
-      ++counter;
+    auto refuse = [&](const std::string& why) {
       m_refusals.refused(why);
       ::close(fd);
     };
     if (penalized(ip, Clock::now())) {
-      ++m_counters.refused_penalty;  // its cut was logged; its retries are not
+      // Its cut was logged; its retries are not.
       ::close(fd);
       continue;
     }
     if (m_links.size() - m_closed.size() >= m_limits.max_connections && !make_room()) {
-      refuse(m_counters.refused_full, "all " + std::to_string(m_limits.max_connections) + " connections are in use");
+      refuse("all " + std::to_string(m_limits.max_connections) + " connections are in use");
       continue;
     }
     if (!m_budget.take(k_fds_per_link)) {
       if (!make_room() || !m_budget.take(k_fds_per_link)) {
-        refuse(m_counters.refused_full, "the descriptors kcached may give connections are in use (" +
-                                            std::to_string(m_budget.limit()) + ")");
+        refuse("the descriptors kcached may give connections are in use (" + std::to_string(m_budget.limit()) + ")");
         continue;
       }
     }
     if (!m_peers.add(ip)) {
       m_budget.give_back(k_fds_per_link);
-      refuse(m_counters.refused_peer, ip + " has " + std::to_string(m_limits.max_per_peer) +
-                                          " connections open, its cap (--max-connections-per-peer)");
+      refuse(ip + " has " + std::to_string(m_limits.max_per_peer) +
+             " connections open, its cap (--max-connections-per-peer)");
       continue;
     }
     m_refusals.admitted();
@@ -342,13 +340,11 @@ bool GrpcGate::Impl::make_room() {
     if (oldest == nullptr || l->accepted < oldest->accepted) oldest = l.get();
   }
   if (oldest == nullptr) return false;
-  ++m_counters.evicted;
   close(*oldest);
   return true;
 }
 
 void GrpcGate::Impl::admit(int fd, const std::string& ip, int port) {
-  ++m_counters.admitted;
   auto link = std::make_unique<Link>();
   Link& l = *link;
   l.id = m_next_id++;
@@ -473,7 +469,6 @@ bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
     return false;
   }
   if (!http2) {
-    ++m_counters.not_http2;
     close(l);
     return false;
   }
@@ -552,7 +547,6 @@ bool GrpcGate::Impl::write_client(Link& l) {
 }
 
 void GrpcGate::Impl::cut(Link& l, const std::string& why) {
-  ++m_counters.cut_for_frames;
   auto now = Clock::now();
   if (m_penalized.size() >= k_max_penalized) m_penalized.erase(m_penalized.begin());
   m_penalized[l.ip] = now + m_limits.penalty;
@@ -634,7 +628,6 @@ void GrpcGate::Impl::sweep() {
     if (l.closing) {
       close(l);
     } else if (!l.h2_ready) {
-      ++m_counters.handshake_timeouts;
       close(l);
     }
   }
@@ -659,7 +652,6 @@ void GrpcGate::stop_accepting() {
   m_impl->m_stop_accepting = true;
   m_impl->wake();
 }
-const GateCounters& GrpcGate::counters() const { return m_impl->m_counters; }
 
 std::string client_of_peer(const std::string& grpc_peer) {
   std::string_view p = grpc_peer;

@@ -25,7 +25,6 @@
 // One event thread does all of this; it never blocks and never waits on gRPC.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,12 +54,6 @@ struct GateLimits {
   int backlog = 4096;
 };
 
-// What the gate refused and cut, for the metrics.
-struct GateCounters {
-  std::atomic<std::uint64_t> admitted{0}, refused_full{0}, refused_peer{0}, refused_penalty{0}, evicted{0},
-      handshake_timeouts{0}, not_http2{0}, cut_for_frames{0};
-};
-
 class GrpcGate {
  public:
   // Listens on HOST:PORT (port 0: a free one) and starts its event thread. gRPC is to serve on
@@ -73,7 +66,6 @@ class GrpcGate {
   std::string upstream_address() const;  // for grpc::ServerBuilder::AddListeningPort
   // Accepts no more connections; those open go on (shutdown lets their calls finish).
   void stop_accepting();
-  const GateCounters& counters() const;
 
   class Impl;
 

@@ -75,19 +75,29 @@ int pick_port() {
   throw std::runtime_error("no free pair of loopback ports PORT and PORT+10000 for redis-server");
 }
 
-// Whether redis-server on `port` answers PING (NOAUTH counts: it is up, it wants AUTH first).
-bool answers_ping(int port) {
+// A blocking connection to 127.0.0.1:`port` whose connect, sends and receives each wait at most
+// `seconds`; -1 when it cannot be made.
+int connect_patiently(int port, long seconds) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  timeval second{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &second, sizeof second);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &second, sizeof second);
+  if (fd < 0) return -1;
+  timeval patience{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+// Whether redis-server on `port` answers PING (NOAUTH counts: it is up, it wants AUTH first).
+bool answers_ping(int port) {
+  int fd = connect_patiently(port, 1);
+  if (fd < 0) return false;
   std::string reply;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+  if (send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
     char buf[128];
     while (reply.find('\n') == std::string::npos) {
       ssize_t n = recv(fd, buf, sizeof buf, 0);
@@ -235,15 +245,8 @@ std::string RedisServer::cli_ok(const std::vector<std::string>& args) const {
 
 std::string RedisServer::hset_streamed(const std::string& key, const std::string& field, std::size_t bytes,
                                        char fill) const {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("hset_streamed: no socket");
-  timeval patience{60, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(m_port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int fd = connect_patiently(m_port, 60);
+  if (fd < 0) throw std::runtime_error("hset_streamed: cannot connect to redis-server on port " + std::to_string(m_port));
   auto bulk_header = [](std::size_t n) { return "$" + std::to_string(n) + "\r\n"; };
   std::string head = "*4\r\n" + bulk_header(4) + "HSET\r\n" + bulk_header(key.size()) + key + "\r\n" +
                      bulk_header(field.size()) + field + "\r\n" + bulk_header(bytes);
@@ -257,7 +260,7 @@ std::string RedisServer::hset_streamed(const std::string& key, const std::string
     }
     return true;
   };
-  bool sent = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && send_all(head.data(), head.size());
+  bool sent = send_all(head.data(), head.size());
   for (std::size_t left = bytes; sent && left > 0;) {
     std::size_t n = std::min(left, piece.size());
     sent = send_all(piece.data(), n);
