@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "kcache/bundle.hpp"
-#include "kcache/file_names.hpp"
+#include "file_names.hpp"
 
 namespace {
 

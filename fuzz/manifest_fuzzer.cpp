@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kcache/manifest.hpp"
+#include "manifest.hpp"
 
 namespace {
 
@@ -17,13 +17,16 @@ void check(std::string_view bytes, kcache::ManifestSyntax syntax) {
   }
   if (manifest->modules.empty() || manifest->modules.size() > kcache::k_max_manifest_modules) __builtin_trap();
   for (const std::string& arch : manifest->archs) {
-    if (!kcache::parse_sm_arch(arch)) __builtin_trap();
+    if (!kcache::is_device_arch(arch)) __builtin_trap();
   }
   for (const kcache::ManifestModule& m : manifest->modules) {
-    if (m.path.empty() || m.opt_level > 3) __builtin_trap();
+    if (m.path.empty() || m.spec.options.opt_level > 3) __builtin_trap();
     for (kcache::ImageKind kind : m.emit) {
-      if (kcache::kind_side(kind) != m.side) __builtin_trap();
+      if (kcache::kind_side(kind) != m.spec.side) __builtin_trap();
     }
+    // Only a CUDA C++ module carries NVRTC options or name expressions.
+    bool source = kcache::format_named(m.format, m.path) == kcache::InputFormat::cuda_cpp;
+    if (!source && !(m.spec.source.nvrtc_options.empty() && m.spec.source.name_expressions.empty())) __builtin_trap();
   }
 }
 

@@ -54,17 +54,6 @@ Provider provider_of(std::string_view name) {
   return Provider::none;
 }
 
-std::string_view provider_name(Provider provider) {
-  switch (provider) {
-    case Provider::rtlib: return "rtlib";
-    case Provider::libdevice: return "libdevice";
-    case Provider::driver: return "the CUDA driver";
-    case Provider::device_runtime: return "the CUDA device runtime (libcudadevrt)";
-    case Provider::none: break;
-  }
-  return "nobody";
-}
-
 const std::string& rtlib_digest() {
   static const std::string digest = [] {
     Sha256 h;

@@ -1,7 +1,7 @@
 #include "cli_common.hpp"
 
-#include "kcache/file_names.hpp"
-#include "kcache/input_file.hpp"
+#include "file_names.hpp"
+#include "input_file.hpp"
 #include "kcache/source_headers.hpp"
 
 #include <fcntl.h>
@@ -109,32 +109,17 @@ std::vector<std::string> JobFlags::macro_options() const {
   return out;
 }
 
-JobInput JobFlags::read(std::uint64_t max_module_bytes) const {
-  JobInput in;
-  JobSpec& spec = in.spec;
-  // kcached's --max-module-size covers a job's modules and headers together (wire::module_bytes):
-  // each file is read within what the files before it left.
-  std::uint64_t used = 0;
-  for (const std::string& file : files) {
-    std::string source = "kcached's --max-module-size";
-    if (used > 0) {
-      source += " (" + std::to_string(max_module_bytes) + " bytes for all of a job's modules, less the " +
-                std::to_string(used) + " of the files before it)";
-    }
-    in.modules.push_back(read_file(file, {max_module_bytes - used, source}));
-    used += in.modules.back().size();
-    InputFormat f = !format.empty()                                ? *parse_format(format)
-                    : std::filesystem::path(file).extension() == ".cu" ? InputFormat::cuda_cpp
-                                                                        : infer_format(in.modules.back());
-    if (in.modules.size() == 1) {
-      spec.format = f;
-    } else {
-      spec.linked_formats.push_back(f);
-    }
-  }
+JobFiles JobFlags::job() const {
+  JobFiles job;
+  job.files = files;
+  if (!format.empty()) job.format = parse_format(format);
+  job.include_dirs = include_dirs;
+  job.archs = archs;
+  job.kinds = kinds();
+  job.driver = parse_driver_flag(driver);
+  JobSpec& spec = job.spec;
   spec.side = *parse_side(side);
   spec.target = target;
-  if (spec.side == Side::device && spec.target.empty()) spec.target = implied_device_target(archs);
   spec.options.opt_level = opt_level;
   spec.options.debug_info = debug;
   spec.options.lineinfo = lineinfo;
@@ -142,28 +127,62 @@ JobInput JobFlags::read(std::uint64_t max_module_bytes) const {
   spec.options.entry_points = entries;
   spec.options.cpu = cpu;
   spec.options.guard = guard == "stub" ? HostGuard::stub : HostGuard::reject;
-  in.driver = parse_driver_flag(driver);
   spec.amd_code_object_cap = static_cast<int>(amd_code_object);
   bool source_flags = !include_dirs.empty() || !defines.empty() || !undefines.empty() || !std.empty() ||
                       !name_exprs.empty() || !nvrtc_options.empty();
-  if (spec.format != InputFormat::cuda_cpp) {
+  // Whether the job is CUDA C++ is known from --format and the module's name (kcache/job.hpp).
+  if (files.empty() || format_named(job.format, files.front()) != InputFormat::cuda_cpp) {
     if (source_flags) fail(k_exit_usage, "-I, -D, -U, --std, --name-expr and -X are for CUDA C++ sources (.cu)");
-    return in;
+    return job;
   }
-  if (files.size() != 1) fail(k_exit_usage, "a CUDA C++ job compiles one .cu file; the files it includes are sent with it");
   SourceJob& source = spec.source;
   if (!std.empty()) source.nvrtc_options.push_back("--std=" + std);
   source.nvrtc_options.insert(source.nvrtc_options.end(), nvrtc_options.begin(), nvrtc_options.end());
   std::vector<std::string> macros = macro_options();
   source.nvrtc_options.insert(source.nvrtc_options.end(), macros.begin(), macros.end());
   source.name_expressions = name_exprs;
-  std::vector<std::filesystem::path> dirs(include_dirs.begin(), include_dirs.end());
-  std::filesystem::path source_dir = std::filesystem::path(files[0]).parent_path();
+  return job;
+}
+
+JobInput read_job(const JobFiles& job, std::uint64_t max_module_bytes) {
+  JobInput in;
+  in.spec = job.spec;
+  in.archs = job.archs;
+  in.kinds = job.kinds;
+  in.driver = job.driver;
+  JobSpec& spec = in.spec;
+  spec.linked_formats.clear();
+  // kcached's --max-module-size covers a job's modules and headers together (wire::module_bytes):
+  // each file is read within what the files before it left.
+  std::uint64_t used = 0;
+  for (const std::string& file : job.files) {
+    std::string source = "kcached's --max-module-size";
+    if (used > 0) {
+      source += " (" + std::to_string(max_module_bytes) + " bytes for all of a job's modules, less the " +
+                std::to_string(used) + " of the files before it)";
+    }
+    in.modules.push_back(read_file(file, {max_module_bytes - used, source}));
+    used += in.modules.back().size();
+    std::optional<InputFormat> named = format_named(job.format, file);
+    InputFormat f = named ? *named : infer_format(in.modules.back());
+    if (in.modules.size() == 1) {
+      spec.format = f;
+    } else {
+      spec.linked_formats.push_back(f);
+    }
+  }
+  if (spec.side == Side::device && spec.target.empty()) spec.target = implied_device_target(job.archs);
+  if (!spec.is_source()) return in;
+  if (job.files.size() != 1) {
+    fail(k_exit_usage, "a CUDA C++ job compiles one .cu file; the files it includes are sent with it");
+  }
+  std::vector<std::filesystem::path> dirs(job.include_dirs.begin(), job.include_dirs.end());
+  std::filesystem::path source_dir = std::filesystem::path(job.files[0]).parent_path();
   auto headers =
       collect_headers(in.modules[0], source_dir.empty() ? "." : source_dir, dirs, max_module_bytes - used);
   if (!headers) fail(k_exit_usage, headers.error().message);
   for (CollectedHeader& h : *headers) {
-    source.headers.push_back({h.name, sha256(h.bytes)});
+    spec.source.headers.push_back({h.name, sha256(h.bytes)});
     in.headers.emplace_back(std::move(h.name), std::move(h.bytes));
   }
   return in;
@@ -173,7 +192,7 @@ std::vector<ImageKind> JobFlags::kinds() const {
   std::vector<ImageKind> out;
   for (const std::string& e : emit) {
     auto kind = parse_kind(e);
-    if (!kind) fail(k_exit_usage, "--emit: unknown kind '" + e + "' (use ptx, cubin, ltoir, hsaco, amdgcn or obj)");
+    if (!kind) fail(k_exit_usage, "--emit: " + unknown_kind_error(e).message);
     out.push_back(*kind);
   }
   return out;
@@ -248,40 +267,6 @@ void make_directories(const std::filesystem::path& dir) {
 
 void check_file_name(std::string_view what, std::string_view part) {
   if (auto ok = check_file_name_part(what, part); !ok) fail(k_exit_error, ok.error().message);
-}
-
-std::vector<std::string> write_images(const OutputFlags& out, const std::vector<ImageLine>& images,
-                                      const std::vector<std::string_view>& data) {
-  std::vector<std::string> paths(images.size());
-  if (!out.out_file.empty()) {
-    if (images.size() != 1) {
-      fail(k_exit_usage, "-o writes one image but there are " + std::to_string(images.size()) + "; use --out-dir");
-    }
-    write_file(out.out_file, data[0]);
-    paths[0] = out.out_file;
-  } else if (!out.out_dir.empty()) {
-    // Names come from the daemon's reply: each must be a plain name, checked before any is written.
-    for (const ImageLine& im : images) check_file_name("the daemon's image arch", im.arch);
-    make_directories(out.out_dir);
-    for (std::size_t i = 0; i < images.size(); ++i) {
-      std::filesystem::path p =
-          std::filesystem::path(out.out_dir) / (images[i].arch + "." + std::string(kind_extension(images[i].kind)));
-      write_file(p, data[i]);
-      paths[i] = p.string();
-    }
-  }
-  return paths;
-}
-
-void print_images(const std::string& header, const std::vector<ImageLine>& images,
-                  const std::vector<std::string>& paths) {
-  std::printf("%s\n", header.c_str());
-  for (std::size_t i = 0; i < images.size(); ++i) {
-    const ImageLine& im = images[i];
-    std::printf("  %-8s %-6s %10llu B  sha256 %.16s%s%s%s\n", im.arch.c_str(), std::string(kind_name(im.kind)).c_str(),
-                static_cast<unsigned long long>(im.size), im.sha256.c_str(), im.needs_jit ? "  (needs JIT)" : "",
-                paths[i].empty() ? "" : "  -> ", paths[i].c_str());
-  }
 }
 
 }  // namespace kcache::cli

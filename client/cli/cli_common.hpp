@@ -1,19 +1,20 @@
-// What both kcache executables share: the flags, exit codes, job building, file output and the
-// printed image table. `kcache` (front.cpp) answers cached compiles over HTTP without loading
-// gRPC; everything else runs in `kcache-grpc` (main.cpp), to which it hands over with exec.
+// What both kcache executables share: the flags, exit codes, reading a job's files, and failures.
+// `kcache` (front.cpp) answers cached compiles over HTTP without loading gRPC; everything else
+// runs in `kcache-grpc` (main.cpp), to which it hands over with exec.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "kcache/expected.hpp"
+#include "input_file.hpp"
 #include "kcache/driver.hpp"
-#include "kcache/input_file.hpp"
+#include "kcache/expected.hpp"
 #include "kcache/job.hpp"
 
 namespace kcache::cli {
@@ -47,15 +48,35 @@ struct GlobalFlags {
   bool wants_tls() const { return tls || !tls_ca_file.empty() || !tls_cert_file.empty(); }
 };
 
+// A job as a person names it, by flags or in a manifest: its files and the rest of the job.
+struct JobFiles {
+  std::vector<std::string> files;     // the module, then those linked with it
+  std::optional<InputFormat> format;  // of every file; nullopt: by each file's name, else its bytes
+  std::vector<std::string> include_dirs;  // CUDA C++: where the headers the source includes are found
+  JobSpec spec;  // all but its formats and headers, which come from the files
+  std::vector<std::string> archs;
+  std::vector<ImageKind> kinds;
+  CudaVersion driver = 0;  // --driver; 0: not stated
+};
+
 // A job's modules as read from their files, and its spec.
 struct JobInput {
   JobSpec spec;  // not yet canonical
-  CudaVersion driver = 0;  // --driver; 0: not stated
+  std::vector<std::string> archs;
+  std::vector<ImageKind> kinds;
+  CudaVersion driver = 0;
   std::vector<std::string> modules;
   // CUDA C++ jobs: the headers the source includes, found through -I (their digests are in spec).
   std::vector<std::pair<std::string, std::string>> headers;
   std::vector<std::string_view> views() const { return {modules.begin(), modules.end()}; }
 };
+
+// Reads every file of `job` and completes its spec: each file's format (stated, else cu for a .cu
+// file, else inferred from its bytes), the device target its archs imply, and for CUDA C++ the
+// headers its source includes. The modules and headers together may hold `max_module_bytes`, the
+// daemon's --max-module-size: a file past it is refused before it is read (exit 3, as the daemon
+// would refuse the job).
+JobInput read_job(const JobFiles& job, std::uint64_t max_module_bytes);
 
 // What to compile and how: the flags shared by `compile` and `key`.
 struct JobFlags {
@@ -84,10 +105,11 @@ struct JobFlags {
 
   // Every repeatable option takes one value per use (`-D N=4 k.cu` leaves k.cu a FILE).
   void add_to(CLI::App& cmd);
-  // Reads every file and builds the job's spec (formats from --format, else inferred per file).
-  // The modules and headers together may hold `max_module_bytes`, the daemon's --max-module-size:
-  // a file past it is refused before it is read (exit 3, as the daemon would refuse the job).
-  JobInput read(std::uint64_t max_module_bytes) const;
+  // The job the flags name; fails (usage) on a bad --emit or --driver, and on CUDA C++ flags for
+  // a module that is not CUDA C++.
+  JobFiles job() const;
+  // read_job of job().
+  JobInput read(std::uint64_t max_module_bytes) const { return read_job(job(), max_module_bytes); }
   // The image kinds; fails on a bad --emit.
   std::vector<ImageKind> kinds() const;
 
@@ -128,23 +150,5 @@ void write_file(const std::filesystem::path& path, std::string_view data);
 void make_directories(const std::filesystem::path& dir);
 // Fails (k_exit_error) unless `part`, a value from a daemon or an index, is a safe file name part.
 void check_file_name(std::string_view what, std::string_view part);
-
-// One image as the table shows it.
-struct ImageLine {
-  std::string arch;
-  ImageKind kind = ImageKind::ptx;
-  std::uint64_t size = 0;
-  std::string sha256;  // hex
-  bool needs_jit = false;
-};
-
-// Writes images per the output flags (-o FILE: exactly one; --out-dir: DIR/ARCH.EXT); returns
-// each one's path (empty when not written).
-std::vector<std::string> write_images(const OutputFlags& out, const std::vector<ImageLine>& images,
-                                      const std::vector<std::string_view>& data);
-
-// "HEADER" then one line per image: arch, kind, size, digest, and where it was written.
-void print_images(const std::string& header, const std::vector<ImageLine>& images,
-                  const std::vector<std::string>& paths);
 
 }  // namespace kcache::cli

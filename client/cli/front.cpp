@@ -18,8 +18,10 @@
 #include <optional>
 
 #include "cli_common.hpp"
-#include "kcache/endpoint.hpp"
-#include "kcache/http_get.hpp"
+#include "endpoint.hpp"
+#include "http_get.hpp"
+#include "image_output.hpp"
+#include "kcache/http_api.hpp"
 #include "kcache/key.hpp"
 
 namespace {
@@ -70,7 +72,7 @@ std::optional<int> cached_compile(int argc, char** argv) {
     // Lowered names come with an image's metadata, which the HTTP image API does not send.
     if (!spec.source.name_expressions.empty()) return std::nullopt;
     if (!canonicalize(spec, state->host_triple)) return std::nullopt;
-    auto planned = plan_images(spec, job.archs, job.kinds());
+    auto planned = plan_images(spec, input.archs, input.kinds);
     if (!planned) return std::nullopt;
     images = std::move(*planned);
   } catch (const Failure&) {
@@ -90,34 +92,37 @@ std::optional<int> cached_compile(int argc, char** argv) {
   std::vector<std::string> bodies;
   std::string stubbed;
   for (const ImageRequest& want : images) {
-    std::string path = "/v1/" + std::string(side_name(spec.side)) + "/" + key.hex() + "/" + want.arch + "/" +
-                       std::string(kind_name(want.kind));
-    // So the daemon counts this compile as one hit, as it would over gRPC (http_api.hpp).
-    headers.emplace_back("X-Kcache-Compile", &want == &images.back() ? "last" : "part");
-    auto res = http->get(path, headers);
+    // So the daemon counts this compile as one hit, as it would over gRPC (kcache/http_api.hpp).
+    headers.emplace_back(http_api::k_compile_header,
+                         &want == &images.back() ? http_api::k_compile_last : http_api::k_compile_part);
+    auto res = http->get(http_api::image_path(spec.side, key.hex(), want.arch, want.kind), headers);
     headers.pop_back();
     // Only a whole, verified answer for the fingerprint the key was computed with is used; a
     // miss, an error or a changed toolchain goes the full way (which refreshes the state).
-    if (!res || res->status != 200 || res->header("x-kcache-fingerprint") != state->fingerprint) return std::nullopt;
+    if (!res || res->status != 200 || res->header(http_api::k_fingerprint_header) != state->fingerprint) {
+      return std::nullopt;
+    }
     std::string digest = to_hex(sha256(res->body));
-    if (res->header("x-kcache-sha256") != digest) return std::nullopt;
+    if (res->header(http_api::k_sha256_header) != digest) return std::nullopt;
     lines.push_back(ImageLine{want.arch, want.kind, res->body.size(), digest, false});
-    if (stubbed.empty()) stubbed = res->header("x-kcache-stubbed");
+    if (stubbed.empty()) stubbed = res->header(http_api::k_stubbed_header);
     bodies.push_back(std::move(res->body));
   }
 
   try {
     auto paths = write_images(out, lines, std::vector<std::string_view>(bodies.begin(), bodies.end()));
-    print_images("hit  " + key.hex(), lines, paths);
+    print_images(std::string(outcome_name(Outcome::hit)) + "  " + key.hex(), lines, paths);
   } catch (const Failure& f) {
     std::fprintf(stderr, "kcache: %s\n", f.message.c_str());
     return f.code;
   }
+  std::vector<std::string> symbols;
   for (std::size_t at = 0; !stubbed.empty() && at != std::string::npos;) {
     std::size_t comma = stubbed.find(',', at);
-    std::printf("  stubbed for the host: %s\n", stubbed.substr(at, comma - at).c_str());
+    symbols.push_back(stubbed.substr(at, comma - at));
     at = comma == std::string::npos ? comma : comma + 1;
   }
+  print_stubbed(symbols);
   return k_exit_ok;
 }
 

@@ -40,6 +40,11 @@ class Error(Exception):
         self.status = status
 
 
+def _unknown_kind(kind):
+    """The error for a kind name no image has, worded as libkcache words it (INVALID_ARGUMENT)."""
+    return Error(3, f"unknown image kind {kind!r} (use ptx, cubin, ltoir, hsaco, amdgcn or obj)")
+
+
 class _Header(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
 
@@ -194,7 +199,7 @@ class Client:
         keep += [arr, enc]
         unknown = [k for k in kinds if k not in _KINDS]
         if unknown:
-            raise Error(3, f"unknown image kind {unknown[0]!r}: use ptx, cubin, ltoir, hsaco, amdgcn or obj")
+            raise _unknown_kind(unknown[0])
         kind_arr = (ctypes.c_int * len(kinds))(*[_KINDS[k] for k in kinds])
         job.kinds, job.kind_count = kind_arr, len(kinds)
         keep.append(kind_arr)
@@ -254,7 +259,7 @@ class Client:
         """The best stored image of `key` for a device of `arch` (sm_90), restricted to `kind` unless
         "any"; an LTO-IR image only when asked for by kind. Raises Error(5) when there is none."""
         if kind not in _KINDS:
-            raise Error(3, f"unknown image kind {kind!r}: use ptx, cubin, ltoir, hsaco, amdgcn or obj")
+            raise _unknown_kind(kind)
         image = ctypes.c_void_p()
         self._check(self._lib.kcache_fetch(self._handle, key.encode(), arch.encode(), _SIDES[side], _KINDS[kind],
                                            ctypes.byref(image)))

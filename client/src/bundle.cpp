@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "json_fields.hpp"
-#include "kcache/file_names.hpp"
-#include "kcache/input_file.hpp"
+#include "file_names.hpp"
+#include "input_file.hpp"
 #include "kcache/select.hpp"
 #include "kcache/sha256.hpp"
 
@@ -52,8 +52,6 @@ namespace {
 
 using namespace json_fields;
 
-constexpr std::string_view k_sides = "\"device\", \"host\"";
-constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"hsaco\", \"amdgcn\", \"obj\"";
 
 // Image files of a bundle are images/NAME, as `kcache precompile` writes them: no other folder,
 // no "..", no NUL, so an index can never name a file outside the bundle.
@@ -76,7 +74,7 @@ BundleImage image_from(const json& im, const std::string& at, Side side) {
                                   : "a CPU arch such as \"x86_64\"",
              im.at("arch"));
   }
-  out.id.kind = enum_value(required(im, at, "kind"), child(at, "kind"), parse_kind, k_kinds);
+  out.id.kind = enum_value(required(im, at, "kind"), child(at, "kind"), parse_kind, kind_names());
   if (kind_side(out.id.kind) != side) {
     invalid(child(at, "kind"), "\"" + std::string(kind_name(out.id.kind)) + "\" is not a " +
                                    std::string(side_name(side)) + " image kind");
@@ -128,7 +126,7 @@ BundleIndex index_from(const json& doc) {
     BundleEntry entry;
     entry.module = string_field(e, at, "module", "");
     entry.key = hex_value(required(e, at, "key"), child(at, "key"), 64);
-    if (const json* f = find(e, "side")) entry.side = enum_value(*f, child(at, "side"), parse_side, k_sides);
+    if (const json* f = find(e, "side")) entry.side = enum_value(*f, child(at, "side"), parse_side, side_names());
     const json& images = array_value(required(e, at, "images"), child(at, "images"), 4096);
     for (std::size_t j = 0; j < images.size(); ++j) {
       entry.images.push_back(image_from(images[j], element(child(at, "images"), j), entry.side));
@@ -214,28 +212,24 @@ Expected<Bundle::Found> Bundle::fetch(const std::string& key, const std::string&
     for (const BundleImage& im : e.images) candidates.push_back(im.id);
     // PTX is judged by its own .version; a file that cannot be read is passed over here and
     // reported if chosen without a driver.
-    Loadable loadable;
-    if (driver != 0 && e.side == Side::device) {
-      loadable = [&](std::size_t i) {
-        if (candidates[i].kind == ImageKind::cubin) return driver_loads(driver, m_index.cuda_version, true, {});
-        auto data = read_image(e.images[i]);
-        return data && driver_loads(driver, m_index.cuda_version, false, *data);
-      };
+    std::string ptx;
+    auto ptx_text = [&](std::size_t i) -> Expected<std::string_view> {
+      auto data = read_image(e.images[i]);
+      if (!data) return data.error();
+      ptx = std::move(*data);
+      return std::string_view(ptx);
+    };
+    auto choice = select_for_driver(e.side, candidates, arch, kind, driver, m_index.cuda_version, ptx_text);
+    if (!choice) return choice.error();
+    if (choice->driver_too_old) {
+      return make_error(ErrorCode::k_not_found,
+                        "the bundle has no image of " + key + " for " + arch + " that a driver of CUDA " +
+                            cuda_version_name(driver) + " loads (it was precompiled for " +
+                            (m_index.driver_version != 0 ? "CUDA " + cuda_version_name(m_index.driver_version) + " drivers"
+                                                         : "the daemon's own toolkit") +
+                            "): precompile it with --driver " + cuda_version_name(driver));
     }
-    auto selected = select_for_side(e.side, candidates, arch, kind, loadable);
-    if (!selected) return selected.error();
-    const std::optional<Selection>& chosen = *selected;
-    if (!chosen && loadable) {
-      auto unfiltered = select_for_side(e.side, candidates, arch, kind);
-      if (unfiltered && unfiltered->has_value()) {
-        return make_error(ErrorCode::k_not_found,
-                          "the bundle has no image of " + key + " for " + arch + " that a driver of CUDA " +
-                              cuda_version_name(driver) + " loads (it was precompiled for " +
-                              (m_index.driver_version != 0 ? "CUDA " + cuda_version_name(m_index.driver_version) + " drivers"
-                                                           : "the daemon's own toolkit") +
-                              "): precompile it with --driver " + cuda_version_name(driver));
-      }
-    }
+    const std::optional<Selection>& chosen = choice->chosen;
     if (!chosen) return make_error(ErrorCode::k_not_found, "the bundle has no image of " + key + " that runs on " + arch);
     const BundleImage& image = e.images[chosen->index];
     auto data = read_image(image);

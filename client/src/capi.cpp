@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "endpoint.hpp"
 #include "kcache/amd_target.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
+#include "kcache/client_job.hpp"
 #include "kcache/job.hpp"
 #include "kcache/loader.hpp"
 #include "kcache/source_headers.hpp"
@@ -71,8 +73,6 @@ kcache_status guarded(Body body) {
 
 constexpr std::size_t k_first_job_size = offsetof(kcache_job, linked_modules);  // the struct before it grew
 
-bool valid_format(int format) { return format >= KCACHE_FORMAT_INFER && format <= KCACHE_FORMAT_CUDA; }
-
 // A count and its array: an array is NULL only when the count is 0.
 template <typename T>
 kcache::Expected<void> check_array(const T* items, std::size_t count, const char* name) {
@@ -83,9 +83,31 @@ kcache::Expected<void> check_array(const T* items, std::size_t count, const char
   return {};
 }
 
+// The format of module bytes as a kcache_job states it (the daemon's own inference for
+// KCACHE_FORMAT_INFER); INVALID_ARGUMENT naming `what` for a number that is no kcache_format.
+kcache::Expected<kcache::InputFormat> module_format(int format, std::string_view bytes, const std::string& what) {
+  using namespace kcache;
+  switch (format) {
+    case KCACHE_FORMAT_INFER: return infer_format(bytes);
+    case KCACHE_FORMAT_BITCODE: return InputFormat::llvm_bitcode;
+    case KCACHE_FORMAT_TEXT: return InputFormat::llvm_text;
+    case KCACHE_FORMAT_PTX: return InputFormat::ptx;
+    case KCACHE_FORMAT_CUDA: return InputFormat::cuda_cpp;
+    default:
+      return make_error(ErrorCode::k_invalid_argument, what + " " + std::to_string(format) + " is not a kcache_format");
+  }
+}
+
+// A job as the C API's caller gave it: it borrows the caller's bytes and the headers found
+// through job.include_dirs, which are read here and kept beside it.
+struct CallerJob {
+  kcache::ClientJob job;
+  std::vector<kcache::CollectedHeader> found;
+};
+
 // A CUDA C++ job's headers, NVRTC options and name expressions, and the headers found through
 // job.include_dirs.
-kcache::Expected<void> add_source(const kcache_job* job, kcache::v1::CompileRequest& r) {
+kcache::Expected<void> add_source(const kcache_job* job, CallerJob& out) {
   using namespace kcache;
   if (!KCACHE_JOB_HAS(job, name_expression_count)) return {};
   for (auto ok : {check_array(job->headers, job->header_count, "headers"),
@@ -94,38 +116,36 @@ kcache::Expected<void> add_source(const kcache_job* job, kcache::v1::CompileRequ
                   check_array(job->name_expressions, job->name_expression_count, "name_expressions")}) {
     if (!ok) return ok.error();
   }
-  std::set<std::string> named;
+  std::set<std::string_view> named;
   for (std::size_t i = 0; i < job->header_count; ++i) {
     const kcache_header& h = job->headers[i];
     if (h.name == nullptr || (h.data == nullptr && h.size > 0)) {
       return make_error(ErrorCode::k_invalid_argument, "job.headers[" + std::to_string(i) + "] has a NULL name or data");
     }
-    v1::SourceHeader* out = r.add_headers();
-    out->set_name(h.name);
-    out->set_content(static_cast<const char*>(h.data), h.size);
+    out.job.headers.emplace_back(h.name, std::string_view(static_cast<const char*>(h.data), h.size));
     named.insert(h.name);
   }
   if (job->include_dir_count > 0) {
     std::vector<std::filesystem::path> dirs;
     for (std::size_t i = 0; i < job->include_dir_count; ++i) dirs.emplace_back(job->include_dirs[i]);
     // The source has no folder of its own here: its "quoted" includes are looked for in include_dirs.
-    auto found = collect_headers(r.module(), {}, dirs);
+    auto found = collect_headers(out.job.modules.front(), {}, dirs);
     if (!found) return found.error();
-    for (const CollectedHeader& h : *found) {
-      if (named.contains(h.name)) continue;  // the caller's own header of that name wins
-      v1::SourceHeader* out = r.add_headers();
-      out->set_name(h.name);
-      out->set_content(h.bytes);
+    out.found = std::move(*found);
+    for (const CollectedHeader& h : out.found) {
+      if (!named.contains(h.name)) out.job.headers.emplace_back(h.name, h.bytes);  // the caller's own of that name wins
     }
   }
-  for (std::size_t i = 0; i < job->nvrtc_option_count; ++i) r.add_nvrtc_options(job->nvrtc_options[i]);
-  for (std::size_t i = 0; i < job->name_expression_count; ++i) r.add_name_expressions(job->name_expressions[i]);
+  SourceJob& source = out.job.spec.source;
+  source.nvrtc_options.assign(job->nvrtc_options, job->nvrtc_options + job->nvrtc_option_count);
+  source.name_expressions.assign(job->name_expressions, job->name_expressions + job->name_expression_count);
   return {};
 }
 
+// The job a kcache_job describes, as the CLI's jobs are (kcache/client_job.hpp), into `out`.
 // `device_arch`: the device fetch_or_compile fetches for, which joins the job's archs.
-kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job,
-                                                        const char* device_arch = nullptr) {
+kcache::Expected<void> read_job(const void* module, std::size_t size, const kcache_job* job, const char* device_arch,
+                                CallerJob& out) {
   using namespace kcache;
   if (module == nullptr && size > 0) return make_error(ErrorCode::k_invalid_argument, "module is NULL but size is not 0");
   if (job == nullptr) return make_error(ErrorCode::k_invalid_argument, "job is NULL: call kcache_job_init");
@@ -133,38 +153,45 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
     return make_error(ErrorCode::k_invalid_argument, "job.struct_size is " + std::to_string(job->struct_size) +
                                                          ": call kcache_job_init (or kcache_job_init_size) first");
   }
-  v1::CompileRequest r;
-  r.set_module(static_cast<const char*>(module), size);
-  r.set_side(job->side == KCACHE_SIDE_HOST ? v1::SIDE_HOST : v1::SIDE_DEVICE);
-  if (!valid_format(job->format)) {
-    return make_error(ErrorCode::k_invalid_argument, "job.format " + std::to_string(job->format) + " is not a kcache_format");
-  }
-  r.set_format(static_cast<v1::InputFormat>(job->format));
-  if (job->target != nullptr) r.set_target(job->target);
-  v1::CompileOptions* o = r.mutable_options();
+  ClientJob& c = out.job;
+  JobSpec& spec = c.spec;
+  c.modules.emplace_back(static_cast<const char*>(module), size);
+  spec.side = job->side == KCACHE_SIDE_HOST ? Side::host : Side::device;
+  auto format = module_format(job->format, c.modules.front(), "job.format");
+  if (!format) return format.error();
+  spec.format = *format;
+  if (job->target != nullptr) spec.target = job->target;
   if (job->opt_level < 0) return make_error(ErrorCode::k_invalid_argument, "job.opt_level is negative");
-  o->set_opt_level(static_cast<std::uint32_t>(job->opt_level));
-  o->set_debug_info(job->debug_info != 0);
-  o->set_lineinfo(job->lineinfo != 0);
-  o->set_fast_math(job->fast_math != 0);
-  for (std::size_t i = 0; i < job->entry_point_count; ++i) o->add_entry_points(job->entry_points[i]);
-  if (job->cpu != nullptr) o->set_cpu(job->cpu);
-  o->set_guard(job->host_stubs != 0 ? v1::GUARD_STUB : v1::GUARD_REJECT);
-  for (std::size_t i = 0; i < job->arch_count; ++i) r.add_archs(job->archs[i]);
-  for (std::size_t i = 0; i < job->kind_count; ++i) r.add_emit(static_cast<v1::ImageKind>(job->kinds[i]));
+  spec.options.opt_level = static_cast<std::uint32_t>(job->opt_level);
+  spec.options.debug_info = job->debug_info != 0;
+  spec.options.lineinfo = job->lineinfo != 0;
+  spec.options.fast_math = job->fast_math != 0;
+  spec.options.entry_points.assign(job->entry_points, job->entry_points + job->entry_point_count);
+  if (job->cpu != nullptr) spec.options.cpu = job->cpu;
+  spec.options.guard = job->host_stubs != 0 ? HostGuard::stub : HostGuard::reject;
+  c.archs.assign(job->archs, job->archs + job->arch_count);
+  for (std::size_t i = 0; i < job->kind_count; ++i) {
+    auto kind = wire::from_proto(static_cast<v1::ImageKind>(job->kinds[i]));
+    if (!kind) {
+      return make_error(ErrorCode::k_invalid_argument, "job.kinds[" + std::to_string(i) + "] is " +
+                                                           std::to_string(job->kinds[i]) +
+                                                           ", not the kcache_kind of an image (KCACHE_KIND_PTX to "
+                                                           "KCACHE_KIND_AMDGCN)");
+    }
+    c.kinds.push_back(*kind);
+  }
   if (KCACHE_JOB_HAS(job, linked_module_count) && job->linked_module_count > 0) {
     if (job->linked_modules == nullptr) {
       return make_error(ErrorCode::k_invalid_argument, "job.linked_modules is NULL but linked_module_count is not 0");
     }
     for (std::size_t i = 0; i < job->linked_module_count; ++i) {
       const kcache_module& m = job->linked_modules[i];
-      if ((m.data == nullptr && m.size > 0) || !valid_format(m.format)) {
-        return make_error(ErrorCode::k_invalid_argument,
-                          "job.linked_modules[" + std::to_string(i) + "] has NULL data or a format that is not a kcache_format");
-      }
-      v1::LinkedModule* linked = r.add_linked_modules();
-      linked->set_format(static_cast<v1::InputFormat>(m.format));
-      linked->set_module(static_cast<const char*>(m.data), m.size);
+      std::string what = "job.linked_modules[" + std::to_string(i) + "]";
+      if (m.data == nullptr && m.size > 0) return make_error(ErrorCode::k_invalid_argument, what + " has NULL data");
+      c.modules.emplace_back(static_cast<const char*>(m.data), m.size);
+      auto linked = module_format(m.format, c.modules.back(), what + ".format");
+      if (!linked) return linked.error();
+      spec.linked_formats.push_back(*linked);
     }
   }
   if (KCACHE_JOB_HAS(job, driver_version)) {
@@ -175,34 +202,37 @@ kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std:
     }
     if (job->driver_version > 0) {
       if (auto ok = check_cuda_version(static_cast<std::uint64_t>(job->driver_version)); !ok) return ok.error();
-      r.set_driver_version(static_cast<std::uint32_t>(job->driver_version));
+      c.driver = static_cast<CudaVersion>(job->driver_version);
     } else if (job->driver_version == KCACHE_DRIVER_THIS_MACHINE) {
-      r.set_driver_version(installed_driver_version());
+      c.driver = installed_driver_version();
     }
   } else {
-    r.set_driver_version(installed_driver_version());  // a caller from before the field: this machine's
+    c.driver = installed_driver_version();  // a caller from before the field: this machine's
   }
-  // This machine's CUDA driver says nothing about an AMD job's images: only a stated one is kept
-  // (and refused, as CUDA's).
+  // This machine's CUDA driver says nothing about an AMD job's images, nor NVRTC's output, which
+  // is for its own toolkit: there only a driver the caller stated is kept (and refused, for AMD).
   bool stated = KCACHE_JOB_HAS(job, driver_version) && job->driver_version > 0;
-  std::vector<std::string> archs(r.archs().begin(), r.archs().end());
+  std::vector<std::string> archs = c.archs;
   if (device_arch != nullptr) archs.emplace_back(device_arch);
-  std::string target = r.target().empty() ? implied_device_target(archs) : r.target();
-  if (!stated && target == k_amd_device_triple) r.set_driver_version(0);
-  // NVRTC's output is for its own toolkit: a source job states no driver unless the caller did.
-  if (job->format == KCACHE_FORMAT_CUDA && !(KCACHE_JOB_HAS(job, driver_version) && job->driver_version > 0)) {
-    r.set_driver_version(0);
-  }
+  std::string target = spec.target.empty() ? implied_device_target(archs) : spec.target;
+  if (!stated && (target == k_amd_device_triple || spec.is_source())) c.driver = 0;
   if (KCACHE_JOB_HAS(job, amd_code_object_version) && job->amd_code_object_version != 0) {
     if (job->amd_code_object_version < 0 || job->amd_code_object_version > 255) {
       return make_error(ErrorCode::k_invalid_argument, "job.amd_code_object_version is " +
                                                            std::to_string(job->amd_code_object_version) +
                                                            ": give a code object version (4 to 6), or 0 for the daemon's");
     }
-    r.set_amd_code_object_version(static_cast<std::uint32_t>(job->amd_code_object_version));
+    spec.amd_code_object_cap = job->amd_code_object_version;
   }
-  if (auto ok = add_source(job, r); !ok) return ok.error();
-  return r;
+  return add_source(job, out);
+}
+
+// The Compile request a kcache_job describes.
+kcache::Expected<kcache::v1::CompileRequest> to_request(const void* module, std::size_t size, const kcache_job* job,
+                                                        const char* device_arch = nullptr) {
+  CallerJob caller;
+  if (auto ok = read_job(module, size, job, device_arch, caller); !ok) return ok.error();
+  return kcache::compile_request(caller.job);
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "endpoint.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "http_get.hpp"
+#include "input_file.hpp"
 #include "kcache/checksum.hpp"
-#include "kcache/input_file.hpp"
+#include "kcache/http_api.hpp"
 #include "kcache/sha256.hpp"
 #include "wire/wire.hpp"
 
@@ -40,6 +43,8 @@ std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const ClientOption
 }  // namespace
 
 Client::Client(ClientOptions options) : m_options(std::move(options)) { reconnect(); }
+
+Client::~Client() = default;  // here, where HttpConnection is complete
 
 void Client::reconnect() {
   // gRPC's default message limits stay: large images arrive through the streamed Fetch. (Sending
@@ -135,21 +140,6 @@ std::optional<ErrorCode> error_code_named(std::string_view name) {
   return std::nullopt;
 }
 
-std::string path_part(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') {
-      out += c;
-    } else {
-      static constexpr char k_hex[] = "0123456789ABCDEF";
-      out += '%';
-      out += k_hex[static_cast<unsigned char>(c) >> 4];
-      out += k_hex[static_cast<unsigned char>(c) & 15];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchRequest& request) {
@@ -169,12 +159,8 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
     }
   }
   if (http_port == 0) return std::nullopt;
-  std::string path = std::string("/v1/select/") + (request.side() == v1::SIDE_HOST ? "host" : "device") + "/" +
-                     path_part(request.key()) + "/" + path_part(request.arch());
-  std::string query;
-  if (auto kind = wire::from_proto(request.kind())) query += "&kind=" + std::string(kind_name(*kind));
-  if (request.driver_version() != 0) query += "&driver=" + std::to_string(request.driver_version());
-  if (!query.empty()) path += "?" + query.substr(1);
+  std::string path = http_api::select_path(request.side() == v1::SIDE_HOST ? Side::host : Side::device, request.key(),
+                                           request.arch(), wire::from_proto(request.kind()), request.driver_version());
   std::vector<std::pair<std::string, std::string>> headers;
   if (!m_options.token.empty()) headers.emplace_back("Authorization", "Bearer " + m_options.token);
 
@@ -205,19 +191,19 @@ std::optional<Expected<FetchedImage>> Client::fetch_over_http(const v1::FetchReq
       m_http_idle.push_back(std::move(*connection));
     }
     if (reply->status != 200) {
-      auto code = error_code_named(reply->header("x-kcache-error"));
+      auto code = error_code_named(reply->header(http_api::k_error_header));
       if (!code) return std::nullopt;  // not kcached's answer: let gRPC say what is wrong
       std::string message = reply->body;
       while (!message.empty() && std::isspace(static_cast<unsigned char>(message.back()))) message.pop_back();
       return Expected<FetchedImage>(make_error(*code, message));
     }
     FetchedImage out;
-    auto meta = bytes_from_hex(reply->header("x-kcache-image"));
+    auto meta = bytes_from_hex(reply->header(http_api::k_image_header));
     if (!meta || !out.image.ParseFromString(*meta)) return std::nullopt;
     out.data = std::move(reply->body);
     // kcached's checksum of bytes it verified against the SHA-256 (kcache/checksum.hpp), at a
     // thirtieth of the cost of hashing them again here; a daemon without it gets the SHA-256 check.
-    std::string_view checksum = reply->header("x-kcache-xxh3");
+    std::string_view checksum = reply->header(http_api::k_xxh3_header);
     bool intact = checksum.empty() ? sha256_hex(out.data) == out.image.sha256()
                                    : transfer_checksum_hex(out.data) == checksum;
     if (!intact || out.data.size() != out.image.size()) {

@@ -1,4 +1,4 @@
-#include "kcache/endpoint.hpp"
+#include "endpoint.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kcache/input_file.hpp"
+#include "input_file.hpp"
 
 namespace kcache {
 namespace {

@@ -1,4 +1,4 @@
-#include "kcache/file_names.hpp"
+#include "file_names.hpp"
 
 #include <cstdio>
 #include <string>

@@ -1,4 +1,4 @@
-#include "kcache/http_get.hpp"
+#include "http_get.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "kcache/file_names.hpp"
+#include "file_names.hpp"
 
 namespace kcache {
 namespace {
@@ -27,20 +27,20 @@ Error unavailable(const std::string& what) { return make_error(ErrorCode::k_unav
 // A header value, quoted and cut short for a message.
 std::string shown(std::string_view value) { return quote_for_message(value); }
 
-// Whether `name` is `lower` in any case (`lower` in lower case, ASCII).
-bool name_is(std::string_view name, std::string_view lower) {
-  if (name.size() != lower.size()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != lower[i]) return false;
+char lower_case(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// Whether header names `a` and `b` are the same, in any case (ASCII).
+bool name_is(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower_case(a[i]) != lower_case(b[i])) return false;
   }
   return true;
 }
 
-const HttpReply::Field* find_field(const HttpReply& reply, std::string_view lower_name) {
+const HttpReply::Field* find_field(const HttpReply& reply, std::string_view name) {
   for (const HttpReply::Field& f : reply.fields) {
-    if (name_is(std::string_view(reply.head).substr(f.name_at, f.name_size), lower_name)) return &f;
+    if (name_is(std::string_view(reply.head).substr(f.name_at, f.name_size), name)) return &f;
   }
   return nullptr;
 }
@@ -114,12 +114,12 @@ Expected<std::uint64_t> body_length(const HttpReply& reply) {
 
 }  // namespace
 
-std::string_view HttpReply::header(std::string_view lower_name) const {
-  const Field* f = find_field(*this, lower_name);
+std::string_view HttpReply::header(std::string_view name) const {
+  const Field* f = find_field(*this, name);
   return f == nullptr ? std::string_view() : std::string_view(head).substr(f->value_at, f->value_size);
 }
 
-bool HttpReply::has_header(std::string_view lower_name) const { return find_field(*this, lower_name) != nullptr; }
+bool HttpReply::has_header(std::string_view name) const { return find_field(*this, name) != nullptr; }
 
 Expected<HttpConnection> HttpConnection::open(const std::string& host_in, int port, std::chrono::milliseconds timeout) {
   std::string host = host_in;

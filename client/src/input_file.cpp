@@ -1,4 +1,4 @@
-#include "kcache/input_file.hpp"
+#include "input_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

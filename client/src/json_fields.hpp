@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "kcache/file_names.hpp"
+#include "file_names.hpp"
+#include "kcache/job.hpp"
 
 namespace kcache::json_fields {
 
@@ -144,6 +146,25 @@ inline std::vector<std::string> strings_field(const json& v, const std::string& 
   const json& array = array_value(*f, here, max_count);
   for (std::size_t i = 0; i < array.size(); ++i) out.push_back(string_value(array[i], element(here, i), non_empty));
   return out;
+}
+
+// `"a", "b", "c"`: the names of every value of an enumeration (all_kinds(), with kind_name), as
+// enum_value lists them.
+template <typename T, typename Name>
+std::string quoted_names(std::span<const T> values, Name name) {
+  std::string out;
+  for (const T& v : values) out += (out.empty() ? "\"" : ", \"") + std::string(name(v)) + "\"";
+  return out;
+}
+
+// What enum_value lists for a bad "kind" or "side", from the tables in kcache/job.hpp.
+inline const std::string& kind_names() {
+  static const std::string names = quoted_names(all_kinds(), kind_name);
+  return names;
+}
+inline const std::string& side_names() {
+  static const std::string names = quoted_names(all_sides(), side_name);
+  return names;
 }
 
 // A string that `parse` accepts (one of `names`), for enumerations such as "side".

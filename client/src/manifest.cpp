@@ -1,4 +1,4 @@
-#include "kcache/manifest.hpp"
+#include "manifest.hpp"
 
 namespace kcache {
 // Thrown by toml++'s internal checks (below), caught in parse_manifest.
@@ -39,9 +39,7 @@ namespace {
 
 using namespace json_fields;
 
-constexpr std::string_view k_sides = "\"device\", \"host\"";
 constexpr std::string_view k_formats = "\"bc\", \"ll\", \"ptx\", \"cu\"";
-constexpr std::string_view k_kinds = "\"ptx\", \"cubin\", \"ltoir\", \"hsaco\", \"amdgcn\", \"obj\"";
 constexpr std::string_view k_stds = "\"c++03\", \"c++11\", \"c++14\", \"c++17\", \"c++20\"";
 
 std::optional<std::string> parse_std(std::string_view name) {
@@ -66,43 +64,52 @@ ManifestModule module_from(const json& m, const std::string& at) {
   ManifestModule out;
   out.path = string_value(required(m, at, "path"), child(at, "path"), true);
   out.link = strings_field(m, at, "link", k_max_job_modules - 1);
-  if (const json* f = find(m, "side")) out.side = enum_value(*f, child(at, "side"), parse_side, k_sides);
+  JobSpec& spec = out.spec;
+  if (const json* f = find(m, "side")) spec.side = enum_value(*f, child(at, "side"), parse_side, side_names());
   if (const json* f = find(m, "format")) out.format = enum_value(*f, child(at, "format"), parse_format, k_formats);
-  out.target = string_field(m, at, "target", "", 256);
-  if (const json* f = find(m, "opt_level")) out.opt_level = static_cast<std::uint32_t>(integer_value(*f, child(at, "opt_level"), 0, 3));
-  out.debug = bool_field(m, at, "debug", false);
-  out.lineinfo = bool_field(m, at, "lineinfo", false);
-  out.fast_math = bool_field(m, at, "fast_math", false);
-  out.entry_points = strings_field(m, at, "entry_points", 4096);
-  out.cpu = string_field(m, at, "cpu", "", 256);
-  if (const json* f = find(m, "host_runtime")) {
-    out.host_runtime = enum_value(*f, child(at, "host_runtime"), parse_guard, k_guards);
-  }
+  spec.target = string_field(m, at, "target", "", 256);
+  CompileOptions& o = spec.options;
+  if (const json* f = find(m, "opt_level")) o.opt_level = static_cast<std::uint32_t>(integer_value(*f, child(at, "opt_level"), 0, 3));
+  o.debug_info = bool_field(m, at, "debug", false);
+  o.lineinfo = bool_field(m, at, "lineinfo", false);
+  o.fast_math = bool_field(m, at, "fast_math", false);
+  o.entry_points = strings_field(m, at, "entry_points", 4096);
+  o.cpu = string_field(m, at, "cpu", "", 256);
+  if (const json* f = find(m, "host_runtime")) o.guard = enum_value(*f, child(at, "host_runtime"), parse_guard, k_guards);
   if (const json* f = find(m, "emit")) {
     std::string here = child(at, "emit");
     const json& kinds = array_value(*f, here, 3);
     for (std::size_t i = 0; i < kinds.size(); ++i) {
-      ImageKind kind = enum_value(kinds[i], element(here, i), parse_kind, k_kinds);
-      if (kind_side(kind) != out.side) {
+      ImageKind kind = enum_value(kinds[i], element(here, i), parse_kind, kind_names());
+      if (kind_side(kind) != spec.side) {
         invalid(element(here, i), "\"" + std::string(kind_name(kind)) + "\" is a " +
                                       std::string(side_name(kind_side(kind))) + " image kind, but the module's side is " +
-                                      std::string(side_name(out.side)));
+                                      std::string(side_name(spec.side)));
       }
       out.emit.push_back(kind);
     }
   }
   out.include_dirs = strings_field(m, at, "include_dirs", 256);
-  out.defines = strings_field(m, at, "defines", k_max_nvrtc_options);
-  out.undefines = strings_field(m, at, "undefines", k_max_nvrtc_options);
-  if (const json* f = find(m, "std")) out.std = enum_value(*f, child(at, "std"), parse_std, k_stds);
-  out.name_expressions = strings_field(m, at, "name_expressions", k_max_name_expressions);
-  out.nvrtc_options = strings_field(m, at, "nvrtc_options", k_max_nvrtc_options);
-  bool source = out.format == InputFormat::cuda_cpp || (!out.format && out.path.ends_with(".cu"));
-  if (!source) {
+  std::vector<std::string> defines = strings_field(m, at, "defines", k_max_nvrtc_options);
+  std::vector<std::string> undefines = strings_field(m, at, "undefines", k_max_nvrtc_options);
+  std::string standard;
+  if (const json* f = find(m, "std")) standard = enum_value(*f, child(at, "std"), parse_std, k_stds);
+  std::vector<std::string> name_expressions = strings_field(m, at, "name_expressions", k_max_name_expressions);
+  std::vector<std::string> nvrtc_options = strings_field(m, at, "nvrtc_options", k_max_nvrtc_options);
+  // Whether the module is CUDA C++ is known from its format and path (kcache/job.hpp).
+  if (format_named(out.format, out.path) != InputFormat::cuda_cpp) {
     for (const char* field : {"include_dirs", "defines", "undefines", "std", "name_expressions", "nvrtc_options"}) {
       if (find(m, field) != nullptr) invalid(child(at, field), "is for CUDA C++ modules (format \"cu\", or a .cu path)");
     }
+    return out;
   }
+  // The NVRTC options in the order `kcache compile --std -X -D -U` gives them.
+  std::vector<std::string>& options = spec.source.nvrtc_options;
+  if (!standard.empty()) options.push_back("--std=" + standard);
+  options.insert(options.end(), nvrtc_options.begin(), nvrtc_options.end());
+  for (const std::string& d : defines) options.push_back("-D" + d);
+  for (const std::string& u : undefines) options.push_back("-U" + u);
+  spec.source.name_expressions = std::move(name_expressions);
   return out;
 }
 

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "kcache/includes.hpp"
-#include "kcache/input_file.hpp"
+#include "input_file.hpp"
 #include "kcache/job.hpp"
 
 namespace kcache {

@@ -12,9 +12,15 @@ namespace kcache {
 std::string_view side_name(Side side) { return side == Side::host ? "host" : "device"; }
 
 std::optional<Side> parse_side(std::string_view name) {
-  if (name == "device") return Side::device;
-  if (name == "host") return Side::host;
+  for (Side side : all_sides()) {
+    if (name == side_name(side)) return side;
+  }
   return std::nullopt;
+}
+
+std::span<const Side> all_sides() {
+  static constexpr Side k_sides[] = {Side::device, Side::host};
+  return k_sides;
 }
 
 std::string_view format_name(InputFormat format) {
@@ -54,13 +60,51 @@ std::string_view kind_extension(ImageKind kind) {
 }
 
 std::optional<ImageKind> parse_kind(std::string_view name) {
-  if (name == "ptx") return ImageKind::ptx;
-  if (name == "cubin") return ImageKind::cubin;
-  if (name == "obj" || name == "o" || name == "object") return ImageKind::object;
-  if (name == "ltoir") return ImageKind::ltoir;
-  if (name == "hsaco") return ImageKind::hsaco;
-  if (name == "amdgcn") return ImageKind::amdgcn;
+  if (name == "o" || name == "object") return ImageKind::object;  // spellings of obj
+  for (ImageKind kind : all_kinds()) {
+    if (name == kind_name(kind)) return kind;
+  }
   return std::nullopt;
+}
+
+std::span<const ImageKind> all_kinds() {
+  static constexpr ImageKind k_kinds[] = {ImageKind::ptx,   ImageKind::cubin,  ImageKind::ltoir,
+                                          ImageKind::hsaco, ImageKind::amdgcn, ImageKind::object};
+  return k_kinds;
+}
+
+std::string_view outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::hit: return "hit";
+    case Outcome::miss: return "miss";
+    case Outcome::coalesced: return "coalesced";
+  }
+  return "?";
+}
+
+namespace {
+
+// "a, b or c": `names` for a message.
+template <typename T, typename Name>
+std::string one_of(std::span<const T> values, Name name) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == values.size() ? " or " : ", ";
+    out += name(values[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Error unknown_kind_error(std::string_view text) {
+  return make_error(ErrorCode::k_invalid_argument,
+                    "unknown image kind '" + std::string(text) + "' (use " + one_of(all_kinds(), kind_name) + ")");
+}
+
+Error unknown_side_error(std::string_view text) {
+  return make_error(ErrorCode::k_invalid_argument,
+                    "unknown side '" + std::string(text) + "' (use " + one_of(all_sides(), side_name) + ")");
 }
 
 Side kind_side(ImageKind kind) { return kind == ImageKind::object ? Side::host : Side::device; }
@@ -91,6 +135,12 @@ InputFormat infer_format(std::string_view bytes) {
     return InputFormat::ptx;
   }
   return InputFormat::llvm_text;
+}
+
+std::optional<InputFormat> format_named(std::optional<InputFormat> stated, std::string_view file) {
+  if (stated) return stated;
+  if (file.ends_with(".cu")) return InputFormat::cuda_cpp;
+  return std::nullopt;
 }
 
 std::string SmArch::str() const {
@@ -333,15 +383,19 @@ Expected<void> canonicalize_source(JobSpec& spec) {
 
 }  // namespace
 
+Expected<void> check_source_fields(const JobSpec& spec) {
+  if (spec.is_source()) return {};
+  if (spec.source.headers.empty() && spec.source.nvrtc_options.empty() && spec.source.name_expressions.empty()) return {};
+  return make_error(ErrorCode::k_invalid_argument,
+                    "headers, NVRTC options and name expressions belong to CUDA C++ jobs (format cu); this job is " +
+                        std::string(format_name(spec.format)));
+}
+
 Expected<void> canonicalize(JobSpec& spec, std::string_view host_triple) {
   CompileOptions& o = spec.options;
-  if (spec.format == InputFormat::cuda_cpp) {
+  if (auto ok = check_source_fields(spec); !ok) return ok.error();
+  if (spec.is_source()) {
     if (auto ok = canonicalize_source(spec); !ok) return ok.error();
-  } else if (!spec.source.headers.empty() || !spec.source.nvrtc_options.empty() ||
-             !spec.source.name_expressions.empty()) {
-    return make_error(ErrorCode::k_invalid_argument,
-                      "headers, NVRTC options and name expressions belong to CUDA C++ jobs (format cu); this job is " +
-                          std::string(format_name(spec.format)));
   }
   if (spec.module_count() > k_max_job_modules) {
     return make_error(ErrorCode::k_invalid_argument, "the job links " + std::to_string(spec.module_count()) +

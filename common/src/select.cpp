@@ -35,16 +35,29 @@ std::optional<Selection> select_image(std::span<const ImageRequest> candidates, 
     if (only_kind && c.kind != *only_kind) continue;
     auto arch = parse_sm_arch(c.arch);
     if (!arch) continue;
-    if (loadable && !loadable(i)) continue;
+    // Each rule ranks what it would take; the driver is asked only about those (reading a PTX's
+    // .version can cost a read from disk).
+    Best* rule = nullptr;
+    int rank = 0;
     if (c.kind == ImageKind::cubin) {
-      if (*arch == device) exact_cubin.offer(i, 2);
-      else if (same_version(*arch, device)) exact_cubin.offer(i, arch->variant == 'a' ? 1 : 0);
-      else if (arch->variant == 0 && arch->major == device.major && arch->minor < device.minor)
-        compatible_cubin.offer(i, arch->minor);
+      if (*arch == device) {
+        rule = &exact_cubin;
+        rank = 2;
+      } else if (same_version(*arch, device)) {
+        rule = &exact_cubin;
+        rank = arch->variant == 'a' ? 1 : 0;
+      } else if (arch->variant == 0 && arch->major == device.major && arch->minor < device.minor) {
+        rule = &compatible_cubin;
+        rank = arch->minor;
+      }
     } else if (c.kind == ImageKind::ptx) {
       bool usable = arch->variant == 0 ? arch->number() <= device.number() : same_version(*arch, device);
-      if (usable) ptx.offer(i, arch->number() * 2 + (*arch == device ? 1 : 0));
+      if (usable) {
+        rule = &ptx;
+        rank = arch->number() * 2 + (*arch == device ? 1 : 0);
+      }
     }
+    if (rule != nullptr && rank > rule->rank && (!loadable || loadable(i))) rule->offer(i, rank);
   }
   if (exact_cubin.index) return Selection{*exact_cubin.index, false};
   if (compatible_cubin.index) return Selection{*compatible_cubin.index, false};
@@ -95,6 +108,30 @@ Expected<std::optional<Selection>> select_for_side(Side side, std::span<const Im
     if (candidates[i].arch == arch || arch.empty()) chosen = Selection{i, false};
   }
   return chosen;
+}
+
+Expected<DriverChoice> select_for_driver(Side side, std::span<const ImageRequest> candidates, const std::string& arch,
+                                         std::optional<ImageKind> only_kind, CudaVersion driver, CudaVersion toolkit,
+                                         const PtxText& ptx_text) {
+  if (side != Side::device || driver == 0) {
+    auto chosen = select_for_side(side, candidates, arch, only_kind);
+    if (!chosen) return chosen.error();
+    return DriverChoice{*chosen, false};
+  }
+  std::optional<Error> blocked;  // ptx_text's WOULD_BLOCK: the selection stops there
+  Loadable loadable = [&](std::size_t i) {
+    if (blocked) return false;
+    if (candidates[i].kind == ImageKind::cubin) return driver_loads(driver, toolkit, true, {});
+    auto text = ptx_text(i);
+    if (!text && is_would_block(text.error())) blocked = text.error();
+    return text && driver_loads(driver, toolkit, false, *text);
+  };
+  auto chosen = select_for_side(side, candidates, arch, only_kind, loadable);
+  if (blocked) return *blocked;
+  if (!chosen) return chosen.error();
+  if (chosen->has_value()) return DriverChoice{*chosen, false};
+  auto unfiltered = select_for_side(side, candidates, arch, only_kind);
+  return DriverChoice{std::nullopt, unfiltered && unfiltered->has_value()};
 }
 
 }  // namespace kcache

@@ -5,7 +5,7 @@
 
 #include "daemon_fixture.hpp"
 #include "kcache/bundle.hpp"
-#include "kcache/manifest.hpp"
+#include "manifest.hpp"
 
 namespace kcache::test {
 namespace {
@@ -63,7 +63,7 @@ TEST_F(Bundles, PrecompileTwentyModulesThenServeWithoutADaemon) {
   auto refused = run_cli({"bundle-fetch", out.string(), index["entries"][0]["key"], "--arch", arch, "--kind", kind,
                           "-o", (m_dir.path() / "x").string()},
                          "");
-  EXPECT_EQ(refused.exit_code, 3);  // a bad bundle, as the README's table says
+  EXPECT_EQ(refused.exit_code, 3);  // a bad bundle, as docs/cli.md's table says
   EXPECT_NE(refused.err.find("does not match the bundle index"), std::string::npos) << refused.err;
 }
 
@@ -216,12 +216,36 @@ TEST(Manifest, EachBadFieldIsNamedWithItsPosition) {
   ASSERT_EQ(good->modules.size(), 2u);
   EXPECT_EQ(good->archs, (std::vector<std::string>{"sm_80", "sm_90a"}));
   EXPECT_EQ(good->modules[0].link, std::vector<std::string>{"s.bc"});
-  EXPECT_EQ(good->modules[0].opt_level, 0u);
+  EXPECT_EQ(good->modules[0].spec.options.opt_level, 0u);
   EXPECT_EQ(good->modules[0].emit, (std::vector<ImageKind>{ImageKind::ptx, ImageKind::cubin}));
   EXPECT_EQ(good->modules[0].format, InputFormat::llvm_text);
-  EXPECT_EQ(good->modules[1].side, Side::host);
-  EXPECT_EQ(good->modules[1].host_runtime, HostGuard::stub);
-  EXPECT_EQ(good->modules[1].opt_level, 2u) << "the default";
+  EXPECT_EQ(good->modules[0].spec.options.entry_points, std::vector<std::string>{"k"});
+  EXPECT_TRUE(good->modules[0].spec.options.debug_info && good->modules[0].spec.options.lineinfo &&
+              good->modules[0].spec.options.fast_math);
+  EXPECT_EQ(good->modules[0].spec.target, "nvptx64-nvidia-cuda");
+  EXPECT_EQ(good->modules[1].spec.side, Side::host);
+  EXPECT_EQ(good->modules[1].spec.options.cpu, "x86-64-v3");
+  EXPECT_EQ(good->modules[1].spec.options.guard, HostGuard::stub);
+  EXPECT_EQ(good->modules[1].spec.options.opt_level, 2u) << "the default";
+}
+
+// A manifest's module is a job spec: a CUDA C++ one (format cu, or a .cu path) carries the NVRTC
+// options its fields make, in the order `kcache compile --std -X -D -U` gives them.
+TEST(Manifest, ACudaModuleIsTheJobItsFlagsWouldMake) {
+  auto m = parse_manifest(R"({"modules": [
+      {"path": "k.cu", "std": "c++17", "defines": ["N=4", "W"], "undefines": ["M"], "nvrtc_options": ["-lineinfo"],
+       "name_expressions": ["f<int>"], "include_dirs": ["inc"]},
+      {"path": "k.src", "format": "cu", "defines": ["N=4"]},
+      {"path": "k.ll"}]})",
+                          ManifestSyntax::json);
+  ASSERT_TRUE(m) << m.error().message;
+  const JobSpec& cu = m->modules[0].spec;
+  EXPECT_EQ(cu.source.nvrtc_options, (std::vector<std::string>{"--std=c++17", "-lineinfo", "-DN=4", "-DW", "-UM"}));
+  EXPECT_EQ(cu.source.name_expressions, std::vector<std::string>{"f<int>"});
+  EXPECT_EQ(m->modules[0].include_dirs, std::vector<std::string>{"inc"});
+  EXPECT_EQ(m->modules[0].format, std::nullopt) << "a .cu path is CUDA C++ without saying so";
+  EXPECT_EQ(m->modules[1].spec.source.nvrtc_options, std::vector<std::string>{"-DN=4"});
+  EXPECT_TRUE(m->modules[2].spec.source.nvrtc_options.empty());
 }
 
 // A TOML manifest has the same schema, read by the same checks.
@@ -256,13 +280,13 @@ host_runtime = "stub"
     const ManifestModule &t = toml->modules[i], &j = json_manifest->modules[i];
     EXPECT_EQ(t.path, j.path);
     EXPECT_EQ(t.link, j.link);
-    EXPECT_EQ(t.side, j.side);
     EXPECT_EQ(t.format, j.format);
-    EXPECT_EQ(t.opt_level, j.opt_level);
     EXPECT_EQ(t.emit, j.emit);
-    EXPECT_EQ(t.entry_points, j.entry_points);
-    EXPECT_EQ(t.debug, j.debug);
-    EXPECT_EQ(t.host_runtime, j.host_runtime);
+    EXPECT_EQ(t.spec.side, j.spec.side);
+    EXPECT_EQ(t.spec.options.opt_level, j.spec.options.opt_level);
+    EXPECT_EQ(t.spec.options.entry_points, j.spec.options.entry_points);
+    EXPECT_EQ(t.spec.options.debug_info, j.spec.options.debug_info);
+    EXPECT_EQ(t.spec.options.guard, j.spec.options.guard);
   }
 
   struct Case {

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
-#include "kcache/file_names.hpp"
+#include "file_names.hpp"
 #include "wire/wire.hpp"
 
 #include "daemon_fixture.hpp"
@@ -187,7 +187,7 @@ TEST_F(Cli, GlobalFlagsWorkBeforeOrAfterTheSubcommand) {
   EXPECT_EQ(tls.exit_code, 5) << tls.err;
 }
 
-// Every file-system failure names its path and ends in the exit code of the README's table
+// Every file-system failure names its path and ends in the exit code of docs/cli.md's table
 // (1: a file that cannot be written; 2: an input that cannot be read), never in an abort.
 TEST_F(Cli, FileSystemErrorsNameThePathAndNeverAbort) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll", a_file = m_dir.path() / "a_file";

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
-#include "kcache/http_get.hpp"
+#include "http_get.hpp"
 
 namespace kcache::test {
 namespace {

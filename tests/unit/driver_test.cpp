@@ -145,7 +145,9 @@ TEST(SelectForDriver, PassesOverWhatTheDriverCannotLoad) {
     auto chosen = select_image(capped, *parse_sm_arch("sm_80"), std::nullopt,
                                [&](std::size_t i) { return driver_loads(driver, 13000, false, capped_data[i]); });
     EXPECT_EQ(chosen.has_value(), driver >= 12040u) << cuda_version_name(driver);
-    if (chosen) EXPECT_TRUE(chosen->needs_jit);
+    if (chosen) {
+      EXPECT_TRUE(chosen->needs_jit);
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 // The job model: archs, sizes, formats, canonical specs and the images a job asks for.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "kcache/job.hpp"
 #include "kcache/sha256.hpp"
 
@@ -120,6 +122,56 @@ TEST(PlanImages, RefusesMissingOrMalformedArchsAndForeignKinds) {
   ASSERT_TRUE(h);
   EXPECT_EQ(h->front(), (ImageRequest{"x86_64", ImageKind::object}));
   EXPECT_FALSE(plan_images(host, {"sm_90"}, {}));
+}
+
+TEST(Names, EveryKindIsListedOnceAndItsNameParsesBack) {
+  std::set<ImageKind> listed(all_kinds().begin(), all_kinds().end());
+  EXPECT_EQ(listed.size(), all_kinds().size());
+  for (int value = 1; value <= 6; ++value) {
+    EXPECT_TRUE(listed.contains(static_cast<ImageKind>(value))) << "ImageKind " << value << " is not in all_kinds()";
+  }
+  for (ImageKind kind : all_kinds()) EXPECT_EQ(parse_kind(kind_name(kind)), kind);
+  for (Side side : all_sides()) EXPECT_EQ(parse_side(side_name(side)), side);
+  EXPECT_EQ(all_sides().size(), 2u);
+}
+
+TEST(Names, UnknownKindsAndSidesAreRefusedWithTheWholeList) {
+  Error kind = unknown_kind_error("elf");
+  EXPECT_EQ(kind.code, ErrorCode::k_invalid_argument);
+  EXPECT_EQ(kind.message, "unknown image kind 'elf' (use ptx, cubin, ltoir, hsaco, amdgcn or obj)");
+  Error side = unknown_side_error("gpu");
+  EXPECT_EQ(side.code, ErrorCode::k_invalid_argument);
+  EXPECT_EQ(side.message, "unknown side 'gpu' (use device or host)");
+  EXPECT_EQ(outcome_name(Outcome::hit), "hit");
+  EXPECT_EQ(outcome_name(Outcome::miss), "miss");
+  EXPECT_EQ(outcome_name(Outcome::coalesced), "coalesced");
+}
+
+TEST(FormatNamed, CudaCppIsKnownFromTheStatedFormatOrTheNameNeverTheBytes) {
+  EXPECT_EQ(format_named(std::nullopt, "src/k.cu"), InputFormat::cuda_cpp);
+  EXPECT_EQ(format_named(InputFormat::llvm_text, "src/k.cu"), InputFormat::llvm_text) << "a stated format wins";
+  EXPECT_EQ(format_named(InputFormat::cuda_cpp, "k.src"), InputFormat::cuda_cpp);
+  EXPECT_EQ(format_named(std::nullopt, "k.ll"), std::nullopt) << "inferred from the bytes";
+  EXPECT_EQ(format_named(std::nullopt, "k.cuh"), std::nullopt);
+}
+
+TEST(Canonicalize, OnlyCudaCppJobsCarryHeadersNvrtcOptionsOrNameExpressions) {
+  JobSpec options;
+  options.source.nvrtc_options = {"-DN=4"};
+  JobSpec names;
+  names.source.name_expressions = {"f<int>"};
+  JobSpec headers;
+  headers.source.headers = {{"a.cuh", {}}};
+  for (JobSpec* spec : {&options, &names, &headers}) {
+    auto checked = check_source_fields(*spec);
+    ASSERT_FALSE(checked);
+    EXPECT_EQ(checked.error().message,
+              "headers, NVRTC options and name expressions belong to CUDA C++ jobs (format cu); this job is ll");
+    EXPECT_FALSE(canonicalize(*spec, "x86_64-pc-linux-gnu")) << "canonicalize applies the same rule";
+    spec->format = InputFormat::cuda_cpp;
+    EXPECT_TRUE(check_source_fields(*spec));
+  }
+  EXPECT_TRUE(check_source_fields(JobSpec{}));
 }
 
 }  // namespace

@@ -12,13 +12,13 @@
 #include <string_view>
 #include <vector>
 
-#include "kcache/endpoint.hpp"
 #include "kcache/expected.hpp"
-#include "kcache/http_get.hpp"
 #include "kcache/key.hpp"
 #include "kcache/v1/kcache.grpc.pb.h"
 
 namespace kcache {
+
+class HttpConnection;  // client/src/http_get.hpp
 
 struct ClientOptions {
   ClientOptions(std::string server_address = {}, std::chrono::milliseconds call_deadline = std::chrono::minutes(10))
@@ -52,6 +52,7 @@ struct FetchedImage {
 class Client {
  public:
   explicit Client(ClientOptions options);
+  ~Client();
 
   const std::string& server() const { return m_options.server; }
 

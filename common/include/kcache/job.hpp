@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,13 +23,26 @@ enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3, ltoir = 4,
 
 inline constexpr std::string_view k_device_triple = "nvptx64-nvidia-cuda";
 
+// A compile's outcome, with the values of kcache.v1.Outcome.
+enum class Outcome : std::uint8_t { hit = 1, miss = 2, coalesced = 3 };
+
 std::string_view side_name(Side side);                  // "device", "host"
 std::optional<Side> parse_side(std::string_view name);
+std::span<const Side> all_sides();                      // device, host: the order messages list them
 std::string_view format_name(InputFormat format);       // "bc", "ll", "ptx", "cu"
 std::optional<InputFormat> parse_format(std::string_view name);
 std::string_view kind_name(ImageKind kind);             // "ptx", "cubin", "obj", "ltoir", "hsaco", "amdgcn"
 std::string_view kind_extension(ImageKind kind);        // file extension: "ptx", "cubin", "o", "ltoir", "hsaco", "s"
 std::optional<ImageKind> parse_kind(std::string_view name);
+// Every kind, in the order messages list them: ptx, cubin, ltoir, hsaco, amdgcn, obj.
+std::span<const ImageKind> all_kinds();
+std::string_view outcome_name(Outcome outcome);         // "hit", "miss", "coalesced"
+
+// INVALID_ARGUMENT "unknown image kind 'TEXT' (use ptx, cubin, ltoir, hsaco, amdgcn or obj)",
+// the list made from all_kinds(): for a name parse_kind refuses.
+Error unknown_kind_error(std::string_view text);
+// INVALID_ARGUMENT "unknown side 'TEXT' (use device or host)": for a name parse_side refuses.
+Error unknown_side_error(std::string_view text);
 // The side an image kind belongs to.
 Side kind_side(ImageKind kind);
 // Whether a device image kind is AMD's (hsaco, amdgcn) rather than NVIDIA's.
@@ -37,6 +51,10 @@ bool is_amd_kind(ImageKind kind);
 // Guesses the format of module bytes: bitcode magic, PTX directives, else LLVM text IR (CUDA
 // C++ is never guessed: a source job says so).
 InputFormat infer_format(std::string_view bytes);
+// The format of a module's file before its bytes are read: `stated` when given, else cu for a
+// file named *.cu; nullopt: infer_format decides. So whether a module is CUDA C++ is known from
+// its name and the format stated, never from its bytes.
+std::optional<InputFormat> format_named(std::optional<InputFormat> stated, std::string_view file);
 
 // An NVIDIA SM architecture: sm_90 is {9, 0, 0}; sm_90a is {9, 0, 'a'}; sm_100f is {10, 0, 'f'}.
 struct SmArch {
@@ -148,6 +166,12 @@ std::string implied_device_target(const std::vector<std::string>& archs);
 
 // Whether a (canonical) device job targets AMD GPUs.
 bool targets_amd(const JobSpec& spec);
+
+// The rule for the fields only CUDA C++ source jobs have: a job whose format is not cu carries no
+// headers, NVRTC options or name expressions (INVALID_ARGUMENT naming its format otherwise). Part
+// of canonicalize. A client checks its own spelling of them (flags, manifest fields, include
+// folders) before it reads a file, by the module's format_named.
+Expected<void> check_source_fields(const JobSpec& spec);
 
 // Checks what can be checked without a toolchain: option ranges, kinds against the side,
 // arch syntax, the arch count, linked modules (device only, at most k_max_job_modules). On success the spec is canonical (sorted entry points, default

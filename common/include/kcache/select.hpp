@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kcache/amd_target.hpp"
+#include "kcache/driver.hpp"
 #include "kcache/expected.hpp"
 #include "kcache/job.hpp"
 
@@ -27,7 +28,8 @@ struct Selection {
 //   4. else nullopt.
 // `only_kind` restricts the choice to one kind.
 // `loadable`, when given, says whether the client's driver loads candidate i (kcache/driver.hpp:
-// no cubins from a newer toolkit, no PTX above the ISA it JITs); others are passed over.
+// no cubins from a newer toolkit, no PTX above the ISA it JITs); others are passed over. It is
+// asked only about a cubin or PTX that these rules would otherwise take.
 using Loadable = std::function<bool(std::size_t)>;
 std::optional<Selection> select_image(std::span<const ImageRequest> candidates, const SmArch& device,
                                       std::optional<ImageKind> only_kind = std::nullopt, const Loadable& loadable = {});
@@ -52,5 +54,25 @@ std::optional<Selection> select_amd_image(std::span<const ImageRequest> candidat
 Expected<std::optional<Selection>> select_for_side(Side side, std::span<const ImageRequest> candidates,
                                                    const std::string& arch, std::optional<ImageKind> only_kind,
                                                    const Loadable& loadable = {});
+
+// What select_for_side chooses for a client whose driver is `driver` (0: not stated, no filter):
+// the choice, or, when nothing fits, whether something would have fitted a newer driver.
+struct DriverChoice {
+  std::optional<Selection> chosen;
+  bool driver_too_old = false;  // nothing chosen, but an image for the arch exists that `driver` cannot load
+};
+// `ptx_text(i)`: candidate i's PTX text, which need stay valid only until the next call (asked
+// only for PTX candidates, only when driver != 0). A WOULD_BLOCK error it returns ends the
+// selection and is this function's error (the daemon's event threads then ask again where they
+// may wait); any other error means the PTX cannot be read, and it is passed over as one the
+// driver cannot load.
+using PtxText = std::function<Expected<std::string_view>(std::size_t)>;
+// The driver filter applies to Side::device and NVIDIA archs only: a cubin loads where
+// driver_loads_cubins_of(driver, toolkit) (`toolkit`, the CUDA version that made the cubins; 0:
+// unknown, taken as loadable), a PTX where its .version is at most what `driver` JITs. Errors as
+// select_for_side's, and ptx_text's WOULD_BLOCK.
+Expected<DriverChoice> select_for_driver(Side side, std::span<const ImageRequest> candidates, const std::string& arch,
+                                         std::optional<ImageKind> only_kind, CudaVersion driver, CudaVersion toolkit,
+                                         const PtxText& ptx_text);
 
 }  // namespace kcache

@@ -40,7 +40,6 @@ enum class Provider : std::uint8_t {
   device_runtime,  // libcudadevrt (cuda*, __cudaCDP2*: dynamic parallelism, grid sync): linked with the cubin
 };
 Provider provider_of(std::string_view name);
-std::string_view provider_name(Provider provider);  // "rtlib", "libdevice", "the CUDA driver", ...
 
 // C++ ABI functions rtlib defines for the device: a call of a pure or deleted virtual function
 // traps with a device exception naming it. Not device-only: the host has its own.

@@ -1,5 +1,5 @@
 // A precompile manifest (`kcache precompile MANIFEST`): which modules to compile, how, and for
-// which archs. JSON or TOML with one schema (README, "Manifests"); TOML is converted to the same
+// which archs. JSON or TOML with one schema (docs/cli.md, "Manifests"); TOML is converted to the same
 // document and checked by the same validator. Every field is checked for its type and range and
 // an unknown field is an error, so a typo cannot pass silently; an error names the field by its
 // position: `manifest modules[2].opt_level: expected an integer 0-3, got the string "3"`.
@@ -23,28 +23,20 @@ inline constexpr std::size_t k_max_manifest_archs = 64;
 // The most bytes a manifest file may hold (its modules' entries at about 600 bytes each).
 inline constexpr std::uint64_t k_max_manifest_bytes = 64ULL << 20;
 
+// One module: its files and the job it is, as `kcache compile` would make it of the same flags.
 struct ManifestModule {
   std::string path;               // as written: relative to the manifest's folder unless absolute
   std::vector<std::string> link;  // more modules linked with `path` into one image per arch
-  Side side = Side::device;
-  std::optional<InputFormat> format;  // empty: inferred from each file's bytes
-  std::string target;
-  std::uint32_t opt_level = 2;
-  bool debug = false;
-  bool lineinfo = false;
-  bool fast_math = false;
-  std::vector<std::string> entry_points;
-  std::string cpu;
-  HostGuard host_runtime = HostGuard::reject;
+  std::optional<InputFormat> format;  // of every file; empty: by each file's name, else its bytes
+  // side, target, options (opt_level, debug, lineinfo, fast_math, entry_points, cpu, host_runtime
+  // as options.guard) and, for a CUDA C++ module (format_named: format "cu", or a .cu path), the
+  // NVRTC options that std, nvrtc_options, defines and undefines make, in that order, and the name
+  // expressions. Its formats and headers come from the files when they are read.
+  JobSpec spec;
   std::vector<ImageKind> emit;  // empty: the side's default
-  // CUDA C++ modules (format "cu", or a path ending in .cu): as `kcache compile -I -D -U --std
-  // --name-expr -X`. include_dirs are relative to the manifest's folder unless absolute.
+  // CUDA C++: where the headers the source includes are found, relative to the manifest's folder
+  // unless absolute (as `kcache compile -I`).
   std::vector<std::string> include_dirs;
-  std::vector<std::string> defines;
-  std::vector<std::string> undefines;
-  std::string std;
-  std::vector<std::string> name_expressions;
-  std::vector<std::string> nvrtc_options;
 };
 
 struct Manifest {

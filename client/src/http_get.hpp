@@ -35,10 +35,10 @@ struct HttpReply {
   };
   std::vector<Field> fields;
 
-  // The value of the first header named `lower_name` (in lower case; names match in any case),
-  // "" when there is none. Valid as long as the reply.
-  std::string_view header(std::string_view lower_name) const;
-  bool has_header(std::string_view lower_name) const;
+  // The value of the first header named `name` (names match in any case), "" when there is none.
+  // Valid as long as the reply.
+  std::string_view header(std::string_view name) const;
+  bool has_header(std::string_view name) const;
 };
 
 class HttpConnection {
