@@ -1,5 +1,5 @@
 # How the build is made fast on a 2-core machine, without changing what it builds. Measured with
-# deploy/build-profile.sh; the figures are in the README's "Development" section.
+# deploy/build-profile.sh; the figures are in docs/development.md.
 #
 #   KCACHE_CCACHE      ccache as the compiler launcher where it is installed (install-deps adds it)
 #   KCACHE_LLD         link with LLVM's lld (lld-22) instead of GNU ld

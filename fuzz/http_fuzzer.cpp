@@ -1,8 +1,8 @@
-// libFuzzer target: the HTTP request path of kcached's listeners (server/http_request.hpp), fed
+// libFuzzer target: the HTTP request path of kcached's listeners (server/net/http_request.hpp), fed
 // raw bytes as a connection would send them: the event thread's verdict on what has arrived
 // (wait, answer, or refuse with 413/431), then the pool's answering of every complete request,
 // pipelined ones included, through cpp-httplib's parser and a router with the image API's route
-// patterns (server/service/http_api.cpp; the handlers here stand in for the store). Any input must
+// patterns (server/api/http_api.cpp; the handlers here stand in for the store). Any input must
 // end in answers that are HTTP/1.1 and a connection kept or closed, never a crash, a sanitizer
 // report or an exception.
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "http_request.hpp"
+#include "net/http_request.hpp"
 
 namespace {
 

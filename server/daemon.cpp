@@ -16,19 +16,20 @@
 
 #include "compile/compiler.hpp"
 #include "compile/object_check.hpp"
-#include "http.hpp"
-#include "http_request.hpp"
+#include "net/http.hpp"
+#include "net/http_request.hpp"
 #include "metrics.hpp"
 #include "net/admission.hpp"
 #include "net/grpc_gate.hpp"
-#include "service/http_api.hpp"
-#include "service/auth.hpp"
-#include "service/call_gate.hpp"
-#include "service/service.hpp"
+#include "api/http_api.hpp"
+#include "api/auth.hpp"
+#include "api/call_gate.hpp"
+#include "api/service.hpp"
+#include "cache/cache.hpp"
 #include "remote/tier.hpp"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
-#include "worker_pool.hpp"
+#include "worker/job_queue.hpp"
 
 namespace kcache::server {
 namespace {
@@ -195,20 +196,23 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                t.lld.empty() ? "nobody (no ld.lld: amdgcn assembly only)" : t.lld.string(),
                t.rocm_device_libs.empty() ? "absent (modules calling hip.bc, ocml or ockl are refused)" : t.rocm_device_libs.string());
 
-  d->m_pool = std::make_unique<WorkerPool>(config.workers, config.queue_depth);
+  d->m_pool = std::make_unique<JobQueue>(config.workers, config.queue_depth);
+  CacheLimits cache_limits;
+  cache_limits.max_module_bytes = config.max_module_size;
+  cache_limits.max_archs = config.max_archs;
+  cache_limits.job_timeout = std::chrono::seconds(config.job_timeout_s);
+  d->m_cache = std::make_unique<Cache>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, *d->m_metrics,
+                                       cache_limits);
   ServiceLimits limits;
-  limits.max_module_bytes = config.max_module_size;
-  limits.max_archs = config.max_archs;
-  limits.job_timeout = std::chrono::seconds(config.job_timeout_s);
-  limits.max_store_bytes = config.max_size;
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
-  d->m_service = std::make_unique<KCacheService>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, *d->m_auth,
-                                                 *d->m_metrics, limits);
+  d->m_calls = std::make_unique<CallTracker>();
+  d->m_service = std::make_unique<KCacheService>(*d->m_cache, *d->m_store, *d->m_pool, *d->m_workers, *d->m_auth,
+                                                 *d->m_calls, *d->m_metrics, limits);
   auto remote = open_remote(config, t);
   if (!remote) return remote.error();
   d->m_remote = std::move(*remote);
   if (d->m_remote) {
-    d->m_service->set_remote(d->m_remote.get());
+    d->m_cache->set_remote(d->m_remote.get());
     spdlog::info("remote tier: {}{} (operation timeout {} ms, lease {} ms)", config.remote,
                  config.remote_read_only ? ", read-only" : "", config.remote_timeout_ms, config.remote_lease_ms);
   }
@@ -230,7 +234,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   grpc::ServerBuilder builder;
   if (!config.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   // With tokens, every call's token and role are checked on its headers, before gRPC reads its
-  // message (service/call_gate.hpp); handlers check again to name the caller in the log.
+  // message (api/call_gate.hpp); handlers check again to name the caller in the log.
   std::shared_ptr<const CallGate> call_gate;
   if (d->m_auth->enabled()) call_gate = std::make_shared<CallGate>(*d->m_auth, *d->m_metrics, config.reflection);
   int upstream_port = 0;
@@ -279,7 +283,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     http_limits.max_per_peer = config.max_connections_per_peer;
     const HttpTls& http_tls = *tls;
     auto http = HttpListener::start(*http_listen, "--http-listen", http_tls, http_limits, *d->m_fds,
-                                    [&](Router& server) { add_http_api_routes(server, *d->m_service, *d->m_metrics); });
+                                    [&](Router& server) { add_http_api_routes(server, *d->m_cache, *d->m_auth, *d->m_calls, *d->m_metrics); });
     if (!http) return http.error();
     d->m_http = std::move(*http);
     d->m_service->set_http_port(d->m_http->port());
@@ -325,7 +329,7 @@ void Daemon::shutdown() {
     // Our own drain waits for the calls in progress (compiles may take long). gRPC's Shutdown
     // then gets a short deadline to flush their replies: past it, it would linger for idle
     // client connections (up to the clients' 5 s backup poll), with nothing left to deliver.
-    int left = m_service->drain(std::chrono::steady_clock::now() + k_shutdown_grace);
+    int left = m_calls->drain(std::chrono::steady_clock::now() + k_shutdown_grace);
     if (left > 0) spdlog::warn("{} calls still running after {}s; cancelling them", left, k_shutdown_grace.count());
     m_server->Shutdown(std::chrono::system_clock::now() + k_reply_flush_grace);
     m_server->Wait();

@@ -16,8 +16,10 @@ namespace kcache::server {
 
 class Store;
 class Compiler;
-class WorkerPool;
+class JobQueue;
 class KCacheService;
+class Cache;
+class CallTracker;
 class Authenticator;
 class Metrics;
 class HttpListener;
@@ -53,11 +55,13 @@ class Daemon {
   std::unique_ptr<remote::RemoteTier> m_remote;  // --remote; null without
   std::unique_ptr<Compiler> m_compiler;
   std::unique_ptr<worker::WorkerSet> m_workers;
-  std::unique_ptr<WorkerPool> m_pool;  // after m_workers: its threads use them until it is gone
+  std::unique_ptr<JobQueue> m_pool;  // after m_workers: its threads use them until it is gone
   std::unique_ptr<Authenticator> m_auth;
   std::unique_ptr<net::FdBudget> m_fds;  // before the listeners, which count against it
   std::unique_ptr<net::GrpcGate> m_gate;  // the gRPC port; gRPC serves it on a Unix socket
   std::unique_ptr<Metrics> m_metrics;
+  std::unique_ptr<Cache> m_cache;  // the core every front end asks
+  std::unique_ptr<CallTracker> m_calls;  // both front ends' calls in progress, for the drain
   std::unique_ptr<HttpListener> m_metrics_server;  // --metrics-listen
   std::unique_ptr<HttpListener> m_http;            // --http-listen
   std::unique_ptr<KCacheService> m_service;

@@ -1,12 +1,16 @@
 #include "metrics.hpp"
 
+#include <grpcpp/support/server_interceptor.h>
+
+#include "kcache/v1/kcache.pb.h"
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <sstream>
 
-#include "http_request.hpp"
+#include "net/http_request.hpp"
 #include "wire/wire.hpp"
 
 namespace kcache::server {

@@ -4,8 +4,6 @@
 // C++ Prometheus client, so the text format (version 0.0.4) is written here; cpp-httplib serves it.
 #pragma once
 
-#include <grpcpp/support/server_interceptor.h>
-
 #include <array>
 #include <atomic>
 #include <functional>
@@ -19,7 +17,14 @@
 #include <vector>
 
 #include "kcache/expected.hpp"
-#include "kcache/v1/kcache.pb.h"
+
+// Declared only: what includes this header (the cache core) sees no gRPC or protobuf header.
+namespace grpc::experimental {
+class ServerInterceptorFactoryInterface;
+}
+namespace kcache::v1 {
+class Stats;
+}
 
 namespace httplib {
 class Server;

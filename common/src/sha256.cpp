@@ -2,8 +2,7 @@
 
 // Nettle rather than OpenSSL: the same speed (both use the SHA-NI instructions where present),
 // but no start-up work. OpenSSL 3 spends about 1.2 ms of a process's first digest loading its
-// configuration and providers, a third of the budget of a cached `kcache compile` (README,
-// "Performance").
+// configuration and providers, a third of the budget of a cached `kcache compile` (bench/README.md).
 #include <nettle/sha2.h>
 
 #include <algorithm>

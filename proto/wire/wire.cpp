@@ -39,6 +39,19 @@ Expected<std::optional<ImageKind>> requested_kind(v1::ImageKind kind, std::strin
   return known;
 }
 
+static_assert(static_cast<int>(Outcome::hit) == v1::OUTCOME_HIT && static_cast<int>(Outcome::miss) == v1::OUTCOME_MISS &&
+              static_cast<int>(Outcome::coalesced) == v1::OUTCOME_COALESCED);
+v1::Outcome to_proto(Outcome outcome) { return static_cast<v1::Outcome>(outcome); }  // the same numbers
+
+std::optional<Outcome> from_proto(v1::Outcome outcome) {
+  switch (outcome) {
+    case v1::OUTCOME_HIT: return Outcome::hit;
+    case v1::OUTCOME_MISS: return Outcome::miss;
+    case v1::OUTCOME_COALESCED: return Outcome::coalesced;
+    default: return std::nullopt;
+  }
+}
+
 v1::Side to_proto(Side side) { return side == Side::host ? v1::SIDE_HOST : v1::SIDE_DEVICE; }
 
 std::optional<ImageKind> from_proto(v1::ImageKind kind) {
@@ -136,7 +149,7 @@ Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view h
   return spec;
 }
 
-Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& request, const JobSpec& spec) {
+Expected<std::vector<ImageKind>> emitted_kinds(const v1::CompileRequest& request) {
   std::vector<ImageKind> kinds;
   for (int i = 0; i < request.emit_size(); ++i) {
     std::string field = "emit[" + std::to_string(i) + "]";
@@ -147,8 +160,13 @@ Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& req
     if (!kind) return undefined_enum(v1::ImageKind_descriptor(), field, request.emit(i));
     kinds.push_back(*kind);
   }
-  std::vector<std::string> archs(request.archs().begin(), request.archs().end());
-  return plan_images(spec, archs, kinds);
+  return kinds;
+}
+
+Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& request, const JobSpec& spec) {
+  auto kinds = emitted_kinds(request);
+  if (!kinds) return kinds.error();
+  return plan_images(spec, {request.archs().begin(), request.archs().end()}, *kinds);
 }
 
 void fill_request(const JobSpec& spec, v1::CompileRequest& request) {
@@ -208,6 +226,41 @@ std::size_t module_bytes(const v1::CompileRequest& request) {
   for (const v1::LinkedModule& linked : request.linked_modules()) total += linked.module().size();
   for (const v1::SourceHeader& h : request.headers()) total += h.name().size() + h.content().size();
   return total;
+}
+
+Expected<CompileAsk> compile_ask(const v1::CompileRequest& request, std::string_view host_triple, int daemon_ptx_isa,
+                                 std::size_t inline_bytes) {
+  // The request's own fields first, then the project's rules on them (job_spec, plan_images).
+  CompileAsk ask;
+  ask.module_bytes = module_bytes(request);
+  ask.archs.assign(request.archs().begin(), request.archs().end());
+  ask.driver = request.driver_version();
+  ask.inline_bytes = request.digests_only() ? 0 : inline_bytes;
+  ask.modules = modules_of(request);
+  for (const NamedBytes& h : headers_of(request)) ask.headers.emplace_back(h.name, h.bytes);
+  auto kinds = emitted_kinds(request);
+  if (!kinds) return kinds.error();
+  auto spec = job_spec(request, host_triple, daemon_ptx_isa);
+  if (!spec) return spec.error();
+  ask.spec = std::move(*spec);
+  auto images = plan_images(ask.spec, ask.archs, *kinds);
+  if (!images) return images.error();
+  ask.images = std::move(*images);
+  return ask;
+}
+
+Expected<SelectAsk> select_ask(const v1::FetchRequest& request) {
+  SelectAsk ask;
+  auto side = from_proto(request.side());
+  if (!side) return side.error();
+  auto kind = requested_kind(request.kind());
+  if (!kind) return kind.error();
+  ask.side = *side;
+  ask.kind = *kind;
+  ask.key = request.key();
+  ask.arch = request.arch();
+  ask.driver = request.driver_version();
+  return ask;
 }
 
 Expected<std::size_t> count_repeated(const grpc::ByteBuffer& bytes, int field) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kcache/ask.hpp"
 #include "kcache/expected.hpp"
 #include "kcache/job.hpp"
 #include "kcache/v1/kcache.pb.h"
@@ -27,6 +28,9 @@ v1::Side to_proto(Side side);
 std::optional<ImageKind> from_proto(v1::ImageKind kind);
 v1::ImageKind to_proto(ImageKind kind);
 v1::InputFormat to_proto(InputFormat format);
+v1::Outcome to_proto(Outcome outcome);
+// A reply's outcome: unspecified or unknown -> nullopt.
+std::optional<Outcome> from_proto(v1::Outcome outcome);
 
 // The canonical job a request describes (format inferred from the bytes when unspecified), for a
 // daemon on `host_triple` emitting PTX ISA `daemon_ptx_isa` (Capabilities.ptx_isa_version): a
@@ -34,8 +38,18 @@ v1::InputFormat to_proto(InputFormat format);
 // driver version, FAILED_PRECONDITION for one that JITs no PTX kcache emits.
 Expected<JobSpec> job_spec(const v1::CompileRequest& request, std::string_view host_triple, int daemon_ptx_isa);
 
+// The kinds of image a request asks for (its emit list), each checked.
+Expected<std::vector<ImageKind>> emitted_kinds(const v1::CompileRequest& request);
 // The (arch, kind) images a request asks for.
 Expected<std::vector<ImageRequest>> image_requests(const v1::CompileRequest& request, const JobSpec& spec);
+
+// A Compile request as the cache core takes it (kcache/ask.hpp): the one conversion the daemon
+// makes of it (job_spec, image_requests, the modules and headers as views into `request`). The
+// reply may carry `inline_bytes` of images inline, none when the request asks for digests only.
+Expected<CompileAsk> compile_ask(const v1::CompileRequest& request, std::string_view host_triple, int daemon_ptx_isa,
+                                 std::size_t inline_bytes);
+// A Fetch request as the cache core takes it, its enums checked.
+Expected<SelectAsk> select_ask(const v1::FetchRequest& request);
 
 // Writes a job's spec into a request (the modules, archs and emit list are the caller's).
 void fill_request(const JobSpec& spec, v1::CompileRequest& request);

@@ -127,7 +127,7 @@ MadeFor made_for(const llvm::Module& m) {
   return made;
 }
 
-// Bitcode made for one gfx and compiled for another (the rule, README "AMD GPUs"):
+// Bitcode made for one gfx and compiled for another (the rule, docs/pipelines.md, "AMD"):
 // - it is retargeted: the job's target decides the ISA, as for hand-written IR;
 // - its wave size is kept, since HIP folds warpSize into the code (HIP 5.2: a constant).
 //   Wave64 code asked for an RDNA target (gfx10 and newer, which run either) compiles in

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "compile/amdgpu_pipeline.hpp"
-#include "compile/device_pipeline.hpp"
 #include "compile/host_pipeline.hpp"
+#include "compile/nvptx_pipeline.hpp"
 #include "compile/source_pipeline.hpp"
 #include "kcache/amd_target.hpp"
 
@@ -144,7 +144,7 @@ Expected<CompileOutput> Compiler::compile(const CompileJob& job) const {
   if (job.spec.side == Side::host) return compile_host(m_toolchain, job);
   if (targets_amd(job.spec)) return compile_amdgpu(m_toolchain, job);
   if (job.spec.is_source()) return compile_source(m_toolchain, job);
-  return compile_device(m_toolchain, job);
+  return compile_nvptx(m_toolchain, job);
 }
 
 }  // namespace kcache::server

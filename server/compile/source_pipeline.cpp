@@ -10,24 +10,6 @@
 namespace kcache::server {
 namespace {
 
-Expected<void> check_file(std::string_view file, std::string_view text) {
-  for (const IncludeDirective& d : include_directives(text)) {
-    auto refuse = [&](const std::string& why) {
-      return make_error(ErrorCode::k_invalid_argument,
-                        std::string(file) + ":" + std::to_string(d.line) + ": '" + d.text + "' " + why);
-    };
-    if (d.computed && !d.has_include) {
-      return refuse("is a computed include (a macro) or malformed: a job's includes spell their header as "
-                    "\"name\" or <name>");
-    }
-    if (!d.computed && include_reaches_out(d.name)) {
-      return refuse("names a file by an absolute path or through '..': the daemon reads no file of its own for a "
-                    "job; send the header with the job under a relative name");
-    }
-  }
-  return {};
-}
-
 // The header NVRTC could not find, from its log ("could not open source file "x"").
 std::string missing_header(const std::string& log) {
   static const std::regex k_missing(R"(open source file \"([^\"]+)\")");
@@ -38,15 +20,6 @@ std::string missing_header(const std::string& log) {
 std::string virtual_arch(const std::string& arch) { return "compute_" + arch.substr(3); }
 
 }  // namespace
-
-Expected<void> check_includes(std::string_view source_name, std::string_view source,
-                              const std::vector<std::pair<std::string_view, std::string_view>>& headers) {
-  if (auto ok = check_file(source_name, source); !ok) return ok;
-  for (const auto& [name, bytes] : headers) {
-    if (auto ok = check_file(name, bytes); !ok) return ok;
-  }
-  return {};
-}
 
 Expected<CompileOutput> compile_source(const Toolchain& toolchain, const CompileJob& job) {
   if (!toolchain.nvrtc) {

@@ -1,8 +1,6 @@
 #include "remote/redis.hpp"
 
-#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/sds.h>  // sdsalloc: the size of a reader's buffer
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -10,16 +8,16 @@
 #include <sys/time.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
+
+#include "remote/redis_reader.hpp"
 
 namespace kcache::server::remote {
 namespace {
@@ -28,7 +26,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using Argv = std::vector<std::string_view>;
 
-constexpr int k_slot_count = 16384;
 constexpr std::uint16_t k_no_owner = 0xffff;
 // Idle connections kept per node; callers beyond it connect for one call and close after.
 constexpr std::size_t k_max_idle_per_node = 16;
@@ -36,372 +33,9 @@ constexpr std::size_t k_max_idle_per_node = 16;
 constexpr auto k_first_backoff = 20ms;
 constexpr auto k_max_backoff = 320ms;
 
-// ---- URLs and addresses -----------------------------------------------------------------------
-
-Error bad_url(const std::string& what) { return make_error(ErrorCode::k_invalid_argument, "Redis URL: " + what); }
-
-// `text` for a message: quoted, at most 64 characters, anything unprintable as '?'.
-std::string quoted(std::string_view text) {
-  std::string out = "'";
-  for (char c : text.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (text.size() > 64) out += "...";
-  return out + "'";
-}
-
-// A host name or IPv4 address: letters, digits, '.', '-', '_'.
-bool is_host_name(std::string_view host) {
-  return !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
-  });
-}
-
-bool is_ipv6_address(std::string_view host) {
-  if (host.empty() || host.size() > INET6_ADDRSTRLEN) return false;
-  in6_addr address{};
-  return inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
-}
-
-// 1..65535 written in decimal digits alone; nullopt otherwise.
-std::optional<int> parse_port_number(std::string_view text) {
-  int port = 0;
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  std::from_chars(text.data(), text.data() + text.size(), port);
-  if (port < 1 || port > 65535) return std::nullopt;
-  return port;
-}
-
-// HOST:PORT or [V6ADDR]:PORT, one seed of a URL.
-Expected<RedisEndpoint> parse_url_endpoint(std::string_view piece) {
-  if (piece.empty()) return bad_url("an empty HOST:PORT (nothing after '://', or a stray ',')");
-  std::string_view host;
-  std::string_view port;
-  if (piece.front() == '[') {
-    auto close = piece.find(']');
-    if (close == std::string_view::npos) return bad_url("'[' without ']' in " + quoted(piece));
-    host = piece.substr(1, close - 1);
-    std::string_view rest = piece.substr(close + 1);
-    if (rest.empty()) return bad_url("no :PORT after " + quoted(piece));
-    if (rest.front() != ':') return bad_url("junk after ']' in " + quoted(piece));
-    port = rest.substr(1);
-    if (!is_ipv6_address(host)) return bad_url(quoted(host) + " in brackets is not an IPv6 address");
-  } else {
-    auto colon = piece.rfind(':');
-    if (colon == std::string_view::npos) return bad_url("no :PORT in " + quoted(piece));
-    host = piece.substr(0, colon);
-    port = piece.substr(colon + 1);
-    if (host.empty()) return bad_url("an empty host in " + quoted(piece));
-    if (host.find(':') != std::string_view::npos) {
-      return bad_url("an IPv6 address needs brackets ([ADDR]:PORT): " + quoted(piece));
-    }
-    if (!is_host_name(host)) return bad_url("host " + quoted(host) + " is not a host name or address");
-  }
-  if (port.empty()) return bad_url("an empty port in " + quoted(piece));
-  if (port.find_first_not_of("0123456789") != std::string_view::npos) {
-    return bad_url("port " + quoted(port) + " is not a number");
-  }
-  auto number = parse_port_number(port);
-  if (!number) return bad_url("port " + quoted(port) + " is out of range (1-65535)");
-  return RedisEndpoint{std::string(host), *number};
-}
-
-std::string endpoint_name(const RedisEndpoint& endpoint) {
-  std::string port = std::to_string(endpoint.port);
-  if (endpoint.host.find(':') != std::string::npos) return "[" + endpoint.host + "]:" + port;
-  return endpoint.host + ":" + port;
-}
-
-// ---- what cluster nodes say -------------------------------------------------------------------
-
-constexpr std::array<std::uint16_t, 256> make_crc16_table() {
-  std::array<std::uint16_t, 256> table{};
-  for (unsigned i = 0; i < 256; ++i) {
-    unsigned crc = i << 8;
-    for (int bit = 0; bit < 8; ++bit) crc = (crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1;
-    table[i] = static_cast<std::uint16_t>(crc);
-  }
-  return table;
-}
-constexpr auto k_crc16_table = make_crc16_table();
-
-// CRC16-XMODEM (polynomial 0x1021, initial 0), as Redis Cluster's crc16.c.
-std::uint16_t crc16(std::string_view data) {
-  unsigned crc = 0;
-  for (unsigned char c : data) crc = ((crc << 8) ^ k_crc16_table[((crc >> 8) ^ c) & 0xff]) & 0xffff;
-  return static_cast<std::uint16_t>(crc);
-}
-
-Error malformed_slots(const RedisEndpoint& from, const std::string& what) {
-  return make_error(ErrorCode::k_unavailable,
-                    "Redis " + endpoint_name(from) + ": malformed CLUSTER SLOTS reply: " + what);
-}
-
-// A node's host as a node sent it: empty or "?" is the answering node's own.
-std::optional<std::string> sent_host(std::string_view host, const RedisEndpoint& answered_by) {
-  if (host.empty() || host == "?") return answered_by.host;
-  if (!is_host_name(host) && !is_ipv6_address(host)) return std::nullopt;
-  return std::string(host);
-}
-
-// [host, port, id?, extras?] from CLUSTER SLOTS.
-Expected<RedisEndpoint> slots_node(const RedisReply& node, const RedisEndpoint& answered_by, std::size_t range) {
-  std::string where = "range " + std::to_string(range) + ": ";
-  if (node.type != RedisReply::Type::array || node.elements.size() < 2 ||
-      node.elements[0].type != RedisReply::Type::string || node.elements[1].type != RedisReply::Type::integer) {
-    return malformed_slots(answered_by, where + "a node is not [host, port, ...]");
-  }
-  auto host = sent_host(node.elements[0].str, answered_by);
-  if (!host) return malformed_slots(answered_by, where + "host " + quoted(node.elements[0].str));
-  long long port = node.elements[1].integer;
-  if (port < 1 || port > 65535) return malformed_slots(answered_by, where + "port " + std::to_string(port));
-  return RedisEndpoint{*host, static_cast<int>(port)};
-}
-
-bool is_slot(const RedisReply& r) {
-  return r.type == RedisReply::Type::integer && r.integer >= 0 && r.integer < k_slot_count;
-}
-
-// ---- hiredis ----------------------------------------------------------------------------------
-
 timeval to_timeval(std::chrono::milliseconds ms) {
   return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>(ms.count() % 1000 * 1000)};
 }
-
-// ---- replies: hiredis's reader builds RedisReply itself ----------------------------------------
-// hiredis's own reply objects would be copied once more into RedisReply (for a 64 KiB image, a
-// fresh 64 KiB that the first touch of its pages makes the largest cost of a remote hit). Its
-// reader takes functions that build the reply instead; they also count the reply's bytes against
-// the caps, so that a hostile value is refused before it is held whole.
-
-// How much read buffer a connection keeps between replies. hiredis's default (16 KiB) gives a
-// bigger buffer back after every reply and grows a new one by doubling for the next: for each
-// 64 KiB value, 112 KiB of copies and fresh pages. A reply's first k_kept_read_buffer bytes are
-// free of the shared budget (RedisOptions::max_held_reply_bytes): a connection holds them anyway.
-constexpr std::size_t k_kept_read_buffer = 1 << 20;
-
-// The bulk string hiredis's reader waits for: its announced length, and the buffer length at
-// which it will be whole (hiredis builds a bulk string only once all its bytes are buffered).
-struct PendingBulk {
-  std::size_t length = 0;
-  std::size_t buffer_end = 0;
-};
-
-// Reads hiredis 0.14's reader state (read.h's public struct): when the current task is a bulk
-// string, `pos` is at its length line. nullopt when the reader waits for anything else, or the
-// line is not whole yet or is not a length (hiredis then refuses it itself).
-std::optional<PendingBulk> pending_bulk(const redisReader& r) {
-  if (r.ridx < 0 || r.rstack[r.ridx].type != REDIS_REPLY_STRING || r.pos >= r.len) return std::nullopt;
-  std::string_view rest(r.buf + r.pos, r.len - r.pos);
-  std::size_t eol = rest.find("\r\n");
-  if (eol == std::string_view::npos || eol == 0 || eol > 20) return std::nullopt;
-  unsigned long long length = 0;
-  auto [end, ec] = std::from_chars(rest.data(), rest.data() + eol, length);
-  if (ec != std::errc() || end != rest.data() + eol || length > SIZE_MAX / 4) return std::nullopt;
-  return PendingBulk{static_cast<std::size_t>(length), r.pos + eol + 2 + static_cast<std::size_t>(length) + 2};
-}
-
-// A connection's reader state (the reader's privdata): the reply being built, held to the cap on
-// one reply and to the memory all replies share.
-struct ReplyBudget {
-  std::size_t limit = 0;                // RedisOptions::max_reply_bytes
-  std::shared_ptr<ReplyMemory> memory;  // all of the client's replies; null: no shared limit
-  const redisReader* reader = nullptr;  // whose buffer holds the reply's bytes until they are built
-  std::size_t built = 0;                // the reply's values so far: strings and array slots
-  std::size_t held = 0;                 // what the reply has taken from `memory`
-  enum class Over { none, reply, memory };
-  Over over = Over::none;  // refused; the connection is spent
-
-  ReplyBudget(std::size_t limit, std::shared_ptr<ReplyMemory> memory) : limit(limit), memory(std::move(memory)) {}
-  ~ReplyBudget() { give_back(held); }
-  ReplyBudget(const ReplyBudget&) = delete;
-  ReplyBudget& operator=(const ReplyBudget&) = delete;
-
-  // Whether the reply, at `size` bytes of values and `footprint` bytes of memory, may go on;
-  // takes what the footprint needs beyond what the reply holds (a footprint only grows).
-  bool allows(std::size_t size, std::size_t footprint) {
-    if (over != Over::none) return false;
-    if (size > limit) {
-      over = Over::reply;
-      return false;
-    }
-    std::size_t charged = footprint > k_kept_read_buffer ? footprint - k_kept_read_buffer : 0;
-    if (memory == nullptr || charged <= held) return true;
-    if (!memory->take(charged - held)) {
-      over = Over::memory;
-      return false;
-    }
-    held = charged;
-    return true;
-  }
-  std::size_t buffer_bytes() const { return reader != nullptr && reader->buf != nullptr ? sdsalloc(reader->buf) : 0; }
-
-  // A value of `bytes` about to be built (its bytes still in the read buffer).
-  bool take(std::size_t bytes) {
-    if (bytes > SIZE_MAX / 4 || built + bytes > SIZE_MAX / 4) return allows(SIZE_MAX, SIZE_MAX);
-    built += bytes;
-    return allows(built, built + buffer_bytes());
-  }
-  // Before reading more: the reply with what waits in the buffer, and a bulk string announced
-  // there at its whole length (built once, and buffered whole until then).
-  bool admits(const redisReader& r) {
-    auto bulk = pending_bulk(r);
-    std::size_t waiting = r.len - std::min(r.pos, r.len);
-    std::size_t size = built + std::max(waiting, bulk ? bulk->length : 0);
-    std::size_t buffer = std::max(buffer_bytes(), bulk ? bulk->buffer_end : 0);
-    return allows(size, built + buffer + (bulk ? bulk->length : 0));
-  }
-  // A reply is whole: what it holds of `memory` for its values goes with it (what was for the read
-  // buffer, if that was let go, is given back); the next one starts from nothing.
-  std::shared_ptr<const ReplyHold> finish() {
-    std::size_t footprint = built + buffer_bytes();
-    std::size_t charged = footprint > k_kept_read_buffer ? footprint - k_kept_read_buffer : 0;
-    if (charged < held) {
-      give_back(held - charged);
-      held = charged;
-    }
-    std::shared_ptr<const ReplyHold> hold;
-    if (held > 0) hold = std::make_shared<const ReplyHold>(memory, std::exchange(held, 0));
-    built = 0;
-    return hold;
-  }
-  void give_back(std::size_t bytes) {
-    if (memory != nullptr && bytes > 0) memory->give_back(bytes);
-  }
-
-  std::string refusal() const {
-    if (over == Over::memory) {
-      return "a reply that would take the replies held at once past " + std::to_string(memory->limit()) + " bytes";
-    }
-    return "a reply over " + std::to_string(limit) + " bytes";
-  }
-};
-
-// Where the object for `task` goes: a new root, or its slot in the parent array, which was sized
-// for all its elements when it was made (so the pointer stays valid).
-RedisReply* reply_slot(const redisReadTask* task) {
-  if (task->parent == nullptr) return new (std::nothrow) RedisReply;
-  auto* parent = static_cast<RedisReply*>(task->parent->obj);
-  return &parent->elements[static_cast<std::size_t>(task->idx)];
-}
-
-ReplyBudget& budget_of(const redisReadTask* task) { return *static_cast<ReplyBudget*>(task->privdata); }
-ReplyBudget& budget_of(redisContext* c) { return *static_cast<ReplyBudget*>(c->reader->privdata); }
-
-// Each returns null (hiredis then fails the reply as "Out of memory") when memory or the budget
-// runs out; none lets an exception into hiredis's C code.
-void* create_string(const redisReadTask* task, char* str, std::size_t len) {
-  if (!budget_of(task).take(len)) return nullptr;
-  RedisReply* r = reply_slot(task);
-  if (r == nullptr) return nullptr;
-  r->type = task->type == REDIS_REPLY_STRING   ? RedisReply::Type::string
-            : task->type == REDIS_REPLY_STATUS ? RedisReply::Type::status
-                                               : RedisReply::Type::error;
-  try {
-    r->str.assign(str, len);
-  } catch (const std::bad_alloc&) {
-    if (task->parent == nullptr) delete r;
-    return nullptr;
-  }
-  return r;
-}
-
-void* create_array(const redisReadTask* task, int elements) {
-  // A count below -1 is malformed (-1, a nil array, goes to create_nil).
-  if (elements < 0 || !budget_of(task).take(static_cast<std::size_t>(elements) * sizeof(RedisReply))) return nullptr;
-  RedisReply* r = reply_slot(task);
-  if (r == nullptr) return nullptr;
-  r->type = RedisReply::Type::array;
-  try {
-    r->elements.resize(static_cast<std::size_t>(elements));
-  } catch (const std::bad_alloc&) {
-    if (task->parent == nullptr) delete r;
-    return nullptr;
-  }
-  return r;
-}
-
-void* create_integer(const redisReadTask* task, long long value) {
-  RedisReply* r = reply_slot(task);
-  if (r == nullptr) return nullptr;
-  r->type = RedisReply::Type::integer;
-  r->integer = value;
-  return r;
-}
-
-void* create_nil(const redisReadTask* task) {
-  RedisReply* r = reply_slot(task);
-  if (r != nullptr) r->type = RedisReply::Type::nil;
-  return r;
-}
-
-// hiredis frees only roots (a reply it gives up on, or never handed out).
-void free_reply(void* reply) { delete static_cast<RedisReply*>(reply); }
-
-redisReplyObjectFunctions k_reply_functions = {create_string, create_array, create_integer, create_nil, free_reply};
-
-using ReplyPtr = std::unique_ptr<RedisReply>;
-
-// Makes `reader` build RedisReply under `budget` (which it does not own).
-void build_replies(redisReader* reader, ReplyBudget* budget) {
-  reader->fn = &k_reply_functions;
-  reader->privdata = budget;
-  reader->maxbuf = k_kept_read_buffer;
-  budget->reader = reader;
-}
-
-// A whole reply takes what it holds of the budget with it. hiredis keeps a read buffer that grew
-// for a large reply until the connection's next read, and a connection back in the pool would hold
-// it outside any budget: a fresh reader (same functions and budget) replaces one whose buffer grew
-// past what is kept, once nothing else is buffered.
-void finish_reply(redisReader*& reader, ReplyBudget& budget, RedisReply& reply) {
-  if (reader->len == 0 && reader->ridx == -1 && sdsalloc(reader->buf) > k_kept_read_buffer) {
-    if (redisReader* fresh = redisReaderCreate(); fresh != nullptr) {
-      fresh->fn = reader->fn;
-      fresh->privdata = reader->privdata;
-      fresh->maxbuf = reader->maxbuf;
-      redisReaderFree(reader);
-      reader = fresh;
-      budget.reader = fresh;
-    }
-  }
-  reply.hold = budget.finish();
-}
-
-// hiredis's redisGetReply (write what is buffered, then read until a reply is whole), with the
-// reply held to the budget before every read: what it built, what waits in the buffer, and a bulk
-// string at its announced length, so that a value over a cap is refused before its bytes are read.
-int get_reply(redisContext* c, ReplyBudget& budget, ReplyPtr& out) {
-  void* raw = nullptr;
-  int rc = redisGetReplyFromReader(c, &raw);
-  if (rc == REDIS_OK && raw == nullptr) {
-    int done = 0;
-    do {
-      rc = redisBufferWrite(c, &done);
-    } while (rc == REDIS_OK && done == 0);
-    while (rc == REDIS_OK && raw == nullptr) {
-      if (!budget.admits(*c->reader)) {
-        rc = REDIS_ERR;
-        break;
-      }
-      rc = redisBufferRead(c);
-      if (rc == REDIS_OK) rc = redisGetReplyFromReader(c, &raw);
-    }
-  }
-  out.reset(static_cast<RedisReply*>(raw));
-  if (out != nullptr) finish_reply(c->reader, budget, *out);
-  return rc;
-}
-
-// A connection, with its reader's budget (kcache's, set up in connect()).
-struct ContextFree {
-  void operator()(redisContext* c) const {
-    auto* budget = c->reader != nullptr ? static_cast<ReplyBudget*>(c->reader->privdata) : nullptr;
-    redisFree(c);
-    delete budget;
-  }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
 
 // hiredis writes with write(2): a peer that has gone would raise SIGPIPE, which ends a process
 // that does not ignore it. Held off in this thread while it talks to Redis, and any SIGPIPE that
@@ -509,145 +143,6 @@ struct Exchange {
 
 }  // namespace
 
-// ---- public parsers ---------------------------------------------------------------------------
-
-Expected<RedisOptions> parse_redis_url(std::string_view url) {
-  auto separator = url.find("://");
-  if (url.empty()) return bad_url("empty");
-  if (separator == std::string_view::npos) {
-    return bad_url("no scheme: expected redis://HOST:PORT or redis-cluster://HOST:PORT[,HOST:PORT...]");
-  }
-  std::string_view scheme = url.substr(0, separator);
-  RedisOptions options;
-  if (scheme == "redis-cluster") {
-    options.cluster = true;
-  } else if (scheme == "rediss" || scheme == "rediss-cluster") {
-    return bad_url("TLS (" + std::string(scheme) + "://) is not supported: hiredis 0.14 has no TLS");
-  } else if (scheme != "redis") {
-    return bad_url("unknown scheme " + quoted(scheme) + " (expected redis:// or redis-cluster://)");
-  }
-  std::string_view rest = url.substr(separator + 3);
-  if (auto at = rest.find('@'); at != std::string_view::npos) {
-    std::string_view user = rest.substr(0, at);
-    // Neither the user nor anything before '@' is repeated: it may be a password typed there.
-    if (user.find(':') != std::string_view::npos) {
-      return bad_url("a password in the URL is refused (it would show in ps and in logs): give it in a file");
-    }
-    if (user.empty()) return bad_url("an empty user name before '@'");
-    if (!std::all_of(user.begin(), user.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
-        })) {
-      return bad_url("the user name has characters other than letters, digits, '.', '-' and '_'");
-    }
-    options.user = user;
-    rest = rest.substr(at + 1);
-  }
-  if (auto junk = rest.find_first_of("/?#@"); junk != std::string_view::npos) {
-    const char* what = rest[junk] == '/'   ? "a path (database number) is not supported"
-                       : rest[junk] == '?' ? "query parameters are not supported"
-                       : rest[junk] == '#' ? "a fragment is not supported"
-                                           : "more than one '@'";
-    return bad_url(std::string(what) + ": " + quoted(rest.substr(junk)));
-  }
-  std::size_t start = 0;
-  while (true) {
-    auto comma = rest.find(',', start);
-    auto endpoint = parse_url_endpoint(rest.substr(start, comma == std::string_view::npos ? comma : comma - start));
-    if (!endpoint) return endpoint.error();
-    for (const RedisEndpoint& seen : options.seeds) {
-      if (seen.host == endpoint->host && seen.port == endpoint->port) {
-        return bad_url("seed " + endpoint_name(seen) + " is listed twice");
-      }
-    }
-    options.seeds.push_back(std::move(*endpoint));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  if (!options.cluster && options.seeds.size() > 1) {
-    return bad_url("redis:// takes one HOST:PORT; for several seeds use redis-cluster://");
-  }
-  return options;
-}
-
-std::uint16_t key_slot(std::string_view key) {
-  if (auto open = key.find('{'); open != std::string_view::npos) {
-    auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
-  }
-  return crc16(key) & (k_slot_count - 1);
-}
-
-Expected<std::vector<RedisSlotRange>> parse_cluster_slots(const RedisReply& reply, const RedisEndpoint& answered_by) {
-  if (reply.type != RedisReply::Type::array) return malformed_slots(answered_by, "not an array");
-  std::vector<bool> seen(k_slot_count, false);
-  std::vector<RedisSlotRange> ranges;
-  ranges.reserve(reply.elements.size());
-  for (std::size_t i = 0; i < reply.elements.size(); ++i) {
-    const RedisReply& entry = reply.elements[i];
-    std::string where = "range " + std::to_string(i) + ": ";
-    if (entry.type != RedisReply::Type::array || entry.elements.size() < 3) {
-      return malformed_slots(answered_by, where + "not [first, last, primary, replicas...]");
-    }
-    if (!is_slot(entry.elements[0]) || !is_slot(entry.elements[1]) ||
-        entry.elements[0].integer > entry.elements[1].integer) {
-      return malformed_slots(answered_by, where + "slots are not first <= last within 0..16383");
-    }
-    RedisSlotRange range;
-    range.first = static_cast<std::uint16_t>(entry.elements[0].integer);
-    range.last = static_cast<std::uint16_t>(entry.elements[1].integer);
-    for (int slot = range.first; slot <= range.last; ++slot) {
-      if (seen[slot]) return malformed_slots(answered_by, where + "slot " + std::to_string(slot) + " listed twice");
-      seen[slot] = true;
-    }
-    for (std::size_t n = 2; n < entry.elements.size(); ++n) {
-      auto node = slots_node(entry.elements[n], answered_by, i);
-      if (!node) return node.error();
-      range.nodes.push_back(std::move(*node));
-    }
-    ranges.push_back(std::move(range));
-  }
-  return ranges;
-}
-
-Expected<std::optional<RedisRedirect>> parse_redirect(std::string_view error, const RedisEndpoint& answered_by) {
-  std::string_view word = error.substr(0, error.find(' '));
-  RedisRedirect redirect;
-  if (word == "TRYAGAIN" || word == "CLUSTERDOWN") {
-    redirect.kind = word == "TRYAGAIN" ? RedisRedirect::Kind::try_again : RedisRedirect::Kind::cluster_down;
-    return std::optional<RedisRedirect>(redirect);
-  }
-  if (word != "MOVED" && word != "ASK") return std::optional<RedisRedirect>();
-  redirect.kind = word == "MOVED" ? RedisRedirect::Kind::moved : RedisRedirect::Kind::ask;
-  auto malformed = [&] {
-    return make_error(ErrorCode::k_unavailable,
-                      "Redis " + endpoint_name(answered_by) + ": malformed redirect " + quoted(error));
-  };
-  // "MOVED <slot> <host>:<port>", the host without brackets even for IPv6.
-  std::string_view rest = error.substr(word.size());
-  if (rest.size() < 2 || rest.front() != ' ') return malformed();
-  rest.remove_prefix(1);
-  auto space = rest.find(' ');
-  if (space == std::string_view::npos) return malformed();
-  std::string_view slot_text = rest.substr(0, space);
-  std::string_view address = rest.substr(space + 1);
-  int slot = -1;
-  if (slot_text.empty() || slot_text.size() > 5 ||
-      slot_text.find_first_not_of("0123456789") != std::string_view::npos) {
-    return malformed();
-  }
-  std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
-  auto colon = address.rfind(':');
-  if (slot < 0 || slot >= k_slot_count || colon == std::string_view::npos) return malformed();
-  auto host = sent_host(address.substr(0, colon), answered_by);
-  auto port = parse_port_number(address.substr(colon + 1));
-  if (!host || !port) return malformed();
-  redirect.slot = static_cast<std::uint16_t>(slot);
-  redirect.target = RedisEndpoint{std::move(*host), *port};
-  return std::optional<RedisRedirect>(std::move(redirect));
-}
-
-// ---- the client -------------------------------------------------------------------------------
-
 struct Redis::State {
   explicit State(const RedisOptions& options)
       : m_reply_memory(
@@ -718,49 +213,6 @@ struct Redis::State {
 };
 
 Redis::Redis(RedisOptions options) : m_options(std::move(options)), m_state(std::make_unique<State>(m_options)) {}
-
-ReadReplies read_replies(std::string_view bytes, std::size_t max_reply_bytes, std::size_t chunk,
-                         const std::shared_ptr<ReplyMemory>& memory) {
-  ReadReplies out;
-  ReplyBudget budget(max_reply_bytes, memory);
-  struct Reader {
-    redisReader* r = redisReaderCreate();
-    ~Reader() { redisReaderFree(r); }
-  } reader;
-  if (reader.r == nullptr) throw std::bad_alloc();
-  build_replies(reader.r, &budget);
-  chunk = std::max<std::size_t>(chunk, 1);
-  while (!out.error) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(reader.r, &raw) != REDIS_OK) {
-      out.error = budget.over != ReplyBudget::Over::none ? budget.refusal() : std::string(reader.r->errstr);
-      break;
-    }
-    if (raw != nullptr) {
-      ReplyPtr reply(static_cast<RedisReply*>(raw));
-      finish_reply(reader.r, budget, *reply);
-      out.replies.push_back(std::move(*reply));
-      continue;
-    }
-    if (!budget.admits(*reader.r)) {
-      out.error = budget.refusal();
-      break;
-    }
-    if (bytes.empty()) break;  // a reply cut short: no error, as a socket that has more to come
-    std::string_view piece = bytes.substr(0, chunk);
-    bytes.remove_prefix(piece.size());
-    if (redisReaderFeed(reader.r, piece.data(), piece.size()) != REDIS_OK) out.error = reader.r->errstr;
-  }
-  return out;
-}
-
-bool ReplyMemory::take(std::size_t bytes) {
-  std::size_t held = m_held.load(std::memory_order_relaxed);
-  do {
-    if (bytes > m_limit - std::min(held, m_limit)) return false;
-  } while (!m_held.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
-  return true;
-}
 
 Redis::~Redis() = default;
 
@@ -901,7 +353,6 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
     taken.context = std::move(*connected);
   }
   redisContext* c = taken.context.get();
-  ReplyBudget& budget = budget_of(c);
   const char* asking_argv[] = {"ASKING"};
   const std::size_t asking_length[] = {6};
   std::vector<const char*> args;
@@ -925,17 +376,17 @@ Exchange Redis::State::exchange(const std::shared_ptr<Node>& node, const std::ve
   std::vector<RedisReply> replies;
   replies.reserve(commands.size());
   for (std::size_t i = 0; i < expected; ++i) {
-    ReplyPtr reply;
+    std::unique_ptr<RedisReply> reply;
     errno = 0;
-    int rc = get_reply(c, budget, reply);
+    int rc = get_reply(*c, reply);
     int saved_errno = errno;
-    if (budget.over != ReplyBudget::Over::none) {
+    if (std::optional<std::string> why = refusal(*c)) {
       // Answered, but with more than any entry holds or the budget has room for: an error reply
       // for it and for what was pipelined after it, which stays unread on a connection that is
       // then closed (giving back what the reply took).
-      spdlog::warn("Redis {}: {} refused", node->name(), budget.refusal());
+      spdlog::warn("Redis {}: {} refused", node->name(), *why);
       ++m_refused;
-      RedisReply refused{RedisReply::Type::error, "kcache: " + budget.refusal() + ", refused unread", 0, {}, true, {}};
+      RedisReply refused{RedisReply::Type::error, "kcache: " + *why + ", refused unread", 0, {}, true, {}};
       replies.resize(commands.size(), refused);
       node->note_success();
       return Exchange{std::move(replies), std::nullopt, false};
@@ -965,7 +416,7 @@ Expected<Context> Redis::State::connect(const Node& node) {
   if (c->err != 0) {
     return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot connect: " + c->errstr);
   }
-  build_replies(c->reader, new ReplyBudget(m_options.max_reply_bytes, m_reply_memory));
+  cap_replies(*c, m_options.max_reply_bytes, m_reply_memory);
   if (m_options.operation_timeout.count() > 0 &&
       redisSetTimeout(c.get(), to_timeval(m_options.operation_timeout)) != REDIS_OK) {
     return make_error(ErrorCode::k_unavailable, "Redis " + node.name() + ": cannot set the timeout: " + c->errstr);
@@ -979,10 +430,10 @@ Expected<Context> Redis::State::connect(const Node& node) {
   }
   args.push_back(m_options.password.data());
   lengths.push_back(m_options.password.size());
-  ReplyPtr reply;
+  std::unique_ptr<RedisReply> reply;
   errno = 0;
   int rc = redisAppendCommandArgv(c.get(), static_cast<int>(args.size()), args.data(), lengths.data());
-  if (rc == REDIS_OK) rc = get_reply(c.get(), budget_of(c.get()), reply);
+  if (rc == REDIS_OK) rc = get_reply(*c, reply);
   int saved_errno = errno;
   if (rc != REDIS_OK || reply == nullptr) return transport_error(*c, saved_errno, node, "authenticating");
   if (reply->is_error()) {

@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <thread>
 
 namespace kcache::server::remote {
 namespace {
@@ -196,6 +198,73 @@ void RemoteTier::release(Lease lease) {
     m_queue.push_back(std::move(job));  // releases do not count against the byte bound: one per compile
   }
   m_queue_wake.notify_one();
+}
+
+bool RemoteTier::read_through(const Puller& pull) {
+  Pull pulled = pull();
+  if (pulled == Pull::hit) ++m_hits;
+  if (pulled == Pull::miss) ++m_misses;
+  return pulled == Pull::hit;
+}
+
+RemoteTier::Turn RemoteTier::await_turn(Side side, const Key& key, const std::string& flight, Clock::time_point deadline,
+                                        const Puller& pull) {
+  Turn turn;
+  bool waited = false;
+  const std::string held_key = lease_key(side, key, flight);
+  for (;;) {
+    Pull pulled = pull();
+    if (pulled == Pull::hit) {
+      ++m_hits;
+      turn.pulled = true;
+      return turn;
+    }
+    if (pulled == Pull::unavailable) return turn;  // compile there, without Redis
+    Lease lease;
+    LeaseState state = try_lease(side, key, flight, lease);
+    if (state == LeaseState::acquired) {
+      // Another daemon may have written the entry and released its lease between the look
+      // above and taking the lease: look once more, now that no one else can be compiling.
+      if (pull() == Pull::hit) {
+        release(std::move(lease));
+        ++m_hits;
+        turn.pulled = true;
+        return turn;
+      }
+      // Taken after waiting: the holder ended without a result (it died and its lease expired).
+      if (waited) ++m_takeovers;
+      ++m_misses;
+      turn.lease = std::move(lease);
+      return turn;
+    }
+    if (state == LeaseState::unavailable) {
+      // A read-only daemon takes no lease, but still waits for one another daemon holds.
+      auto held = read_only() ? lease_held(held_key) : Expected<bool>(false);
+      if (!held || !*held) {
+        ++m_misses;
+        return turn;
+      }
+    }
+    if (!waited) ++m_lease_waits;
+    waited = true;
+    // The holder writes the entry, then releases the lease; a holder that died lets it expire.
+    auto pause = std::chrono::milliseconds(2);
+    for (;;) {
+      if (Clock::now() >= deadline) {
+        spdlog::warn("compile key={:.12}: another daemon's lease outlived the job time limit; compiling here", key.hex());
+        ++m_misses;
+        return turn;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(100));
+      auto held = lease_held(held_key);
+      if (!held) {
+        ++m_misses;
+        return turn;
+      }
+      if (!*held) break;
+    }
+  }
 }
 
 void RemoteTier::release_now(const Lease& lease) {

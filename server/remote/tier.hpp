@@ -1,5 +1,5 @@
-// The remote tier: a Redis (or Redis Cluster) that a fleet of daemons shares. The service asks it
-// after the local store and before compiling (service.cpp). It reads entries and verifies them
+// The remote tier: a Redis (or Redis Cluster) that a fleet of daemons shares. The cache asks it
+// after the local store and before compiling (cache/cache.cpp). It reads entries and verifies them
 // (entry.hpp), writes local compiles in the background through a bounded queue, and holds the
 // leases that make one compile per key across the fleet. Redis being down, slow or failing over
 // costs hit rate, never a request: every call has tight timeouts, errors are counted, and a
@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -50,6 +51,10 @@ std::uint64_t largest_reply(const RemoteOptions& options);
 // twice (as read, then as built).
 std::uint64_t default_read_budget(const RemoteOptions& options);
 
+// What a pull from the tier found: the entry (now in the local store), none, or Redis could not
+// be asked.
+enum class Pull { hit, miss, unavailable };
+
 struct RemoteStats {
   std::uint64_t hits = 0, misses = 0, errors = 0, rejected = 0;
   std::uint64_t refused_replies = 0;  // over the largest entry or the read budget: refused unread
@@ -76,13 +81,6 @@ class RemoteTier {
     std::string key;
     std::string token;
   };
-  enum class LeaseState { acquired, held, unavailable };
-  // Tries to take the lease on compiling `flight` (which images of (side, key)); a lease taken
-  // is renewed in the background until released. `unavailable` for a read-only tier or when
-  // Redis cannot be asked.
-  LeaseState try_lease(Side side, const Key& key, std::string_view flight, Lease& out);
-  // Whether another daemon holds the lease `lease_key`; an error when Redis cannot be asked.
-  Expected<bool> lease_held(const std::string& lease_key);
   // Deletes `lease` (if still ours) in the background, and stops renewing it then.
   void release(Lease lease);
 
@@ -92,10 +90,22 @@ class RemoteTier {
   void write(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images,
              std::optional<Lease> lease = std::nullopt);
 
-  void count_hit() { ++m_hits; }
-  void count_miss() { ++m_misses; }
-  void count_lease_wait() { ++m_lease_waits; }
-  void count_takeover() { ++m_takeovers; }
+  // The caller's pull of (side, key): read(), then the entry into its local store.
+  using Puller = std::function<Pull()>;
+  // A read of a key the local store lacks: `pull` once, counted as a hit or a miss.
+  bool read_through(const Puller& pull);
+
+  // The fleet's lease protocol, before a daemon compiles `flight` (which images of (side, key)):
+  // the entry another daemon wrote (pulled), or the lease on the compile, or neither (compile
+  // without one: Redis is unavailable, the tier is read-only, or the holder did not finish by
+  // `deadline`). Waits while another daemon holds the lease; counts hits, misses, waits and
+  // takeovers.
+  struct Turn {
+    bool pulled = false;
+    std::optional<Lease> lease;
+  };
+  Turn await_turn(Side side, const Key& key, const std::string& flight, std::chrono::steady_clock::time_point deadline,
+                  const Puller& pull);
 
   bool read_only() const { return m_options.read_only; }
   const RemoteOptions& options() const { return m_options; }
@@ -119,6 +129,13 @@ class RemoteTier {
   void writer();   // the background writes
   void renewer();  // the background lease renewals
   void release_now(const Lease& lease);
+  enum class LeaseState { acquired, held, unavailable };
+  // Tries to take the lease on compiling `flight` (which images of (side, key)); a lease taken
+  // is renewed in the background until released. `unavailable` for a read-only tier or when
+  // Redis cannot be asked.
+  LeaseState try_lease(Side side, const Key& key, std::string_view flight, Lease& out);
+  // Whether another daemon holds the lease `lease_key`; an error when Redis cannot be asked.
+  Expected<bool> lease_held(const std::string& lease_key);
 
   const RemoteOptions m_options;
   const FleetSecret m_secret;

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "store/records.hpp"
-#include "store/store.hpp"
+#include "store/store_impl.hpp"
 
 namespace kcache::server {
 
@@ -27,7 +27,7 @@ std::string access_id(Side side, const Key& key) { return static_cast<char>(side
 
 }  // namespace
 
-void Store::note_access(Side side, const Key& key) {
+void Store::Impl::note_access(Side side, const Key& key) {
   std::size_t noted;
   {
     std::lock_guard lock(m_access_mutex);
@@ -37,7 +37,7 @@ void Store::note_access(Side side, const Key& key) {
   if (noted == k_access_flush_threshold) wake_background();
 }
 
-void Store::wake_background() {
+void Store::Impl::wake_background() {
   {
     std::lock_guard lock(m_background_mutex);
     m_work_waiting = true;
@@ -45,12 +45,12 @@ void Store::wake_background() {
   m_background_wake.notify_one();
 }
 
-Expected<void> Store::flush_access_times() {
+Expected<void> Store::Impl::flush_access_times() {
   std::lock_guard lock(m_write_mutex);
   return flush_access_times_locked();
 }
 
-Expected<void> Store::flush_access_times_locked() {
+Expected<void> Store::Impl::flush_access_times_locked() {
   std::unordered_map<std::string, std::uint64_t> accessed;
   {
     std::lock_guard lock(m_access_mutex);
@@ -75,7 +75,7 @@ Expected<void> Store::flush_access_times_locked() {
   return {};
 }
 
-Expected<void> Store::index_access_times() {
+Expected<void> Store::Impl::index_access_times() {
   std::string marker;
   if (m_db->Get(rocksdb::ReadOptions(), m_meta, k_lru_marker_key, &marker).ok()) return {};
   std::uint64_t indexed = 0;
@@ -103,7 +103,7 @@ Expected<void> Store::index_access_times() {
   return {};
 }
 
-Expected<std::uint64_t> Store::evict_locked(std::uint64_t target, std::size_t max_victims,
+Expected<std::uint64_t> Store::Impl::evict_locked(std::uint64_t target, std::size_t max_victims,
                                             std::optional<std::pair<Side, Key>> keep) {
   std::string lower(1, k_lru_prefix), upper(1, static_cast<char>(k_lru_prefix + 1));
   rocksdb::Slice upper_slice(upper);
@@ -125,7 +125,7 @@ Expected<std::uint64_t> Store::evict_locked(std::uint64_t target, std::size_t ma
   return victims;
 }
 
-Expected<std::uint64_t> Store::evict(std::uint64_t target) {
+Expected<std::uint64_t> Store::Impl::evict(std::uint64_t target) {
   if (auto flushed = flush_access_times(); !flushed) return flushed.error();
   std::uint64_t total = 0;
   while (m_bytes > target) {
@@ -138,7 +138,7 @@ Expected<std::uint64_t> Store::evict(std::uint64_t target) {
   return total;
 }
 
-void Store::background() {
+void Store::Impl::background() {
   std::unique_lock lock(m_background_mutex);
   while (!m_stopping) {
     m_background_wake.wait_for(lock, m_access_flush_interval, [this] { return m_stopping || m_work_waiting; });

@@ -1,6 +1,7 @@
 #include "store/store.hpp"
 
 #include "store/records.hpp"
+#include "store/store_impl.hpp"
 
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
@@ -18,7 +19,6 @@ namespace kcache::server {
 namespace {
 
 using namespace records;
-
 
 rocksdb::ColumnFamilyOptions side_family_options() {
   rocksdb::ColumnFamilyOptions cf;
@@ -39,7 +39,7 @@ rocksdb::ColumnFamilyOptions side_family_options() {
 
 }  // namespace
 
-Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
+Expected<std::unique_ptr<Store::Impl>> Store::Impl::open(const StoreOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
   if (ec) {
@@ -58,7 +58,7 @@ Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
       {"device", side},
       {"meta", rocksdb::ColumnFamilyOptions()},
   };
-  std::unique_ptr<Store> store(new Store());
+  std::unique_ptr<Impl> store(new Impl());
   store->m_host_image_check = options.host_image_check;
   store->m_max_bytes = options.max_bytes;
   if (options.hot_cache_bytes > 0) store->m_hot = std::make_unique<HotCache>(options.hot_cache_bytes);
@@ -98,7 +98,7 @@ Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
   return store;
 }
 
-Store::~Store() {
+Store::Impl::~Impl() {
   {
     std::lock_guard lock(m_background_mutex);
     m_stopping = true;
@@ -111,9 +111,9 @@ Store::~Store() {
   m_db->Close();
 }
 
-rocksdb::ColumnFamilyHandle* Store::family(Side side) const { return side == Side::host ? m_host : m_device; }
+rocksdb::ColumnFamilyHandle* Store::Impl::family(Side side) const { return side == Side::host ? m_host : m_device; }
 
-Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images,
+Expected<void> Store::Impl::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images,
                           Put how) {
   // Copied only where the hot cache keeps them; otherwise shared without an owner, for this call.
   bool kept = m_hot && how == Put::verified;
@@ -125,7 +125,7 @@ Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, 
   return put_shared(side, key, record, shared, how);
 }
 
-Expected<void> Store::put_shared(Side side, const Key& key, const EntryRecord& record,
+Expected<void> Store::Impl::put_shared(Side side, const Key& key, const EntryRecord& record,
                                  std::span<const std::shared_ptr<const Image>> images, Put how) {
   for (const auto& shared : images) {
     const Image& image = *shared;
@@ -220,7 +220,7 @@ namespace {
 std::string pending_name(Side side, const Key& key) { return static_cast<char>(side) + std::string(key.bytes()); }
 }  // namespace
 
-void Store::put_soon(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images) {
+void Store::Impl::put_soon(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images) {
   if (side == Side::host) {
     if (auto put_now = put(side, key, record, images, Put::verified); !put_now) {
       spdlog::warn("store: {}", put_now.error().message);
@@ -238,12 +238,12 @@ void Store::put_soon(Side side, const Key& key, const EntryRecord& record, std::
   wake_background();
 }
 
-const Store::Pending* Store::pending_locked(Side side, const Key& key) const {
+const Store::Impl::Pending* Store::Impl::pending_locked(Side side, const Key& key) const {
   auto it = m_pending.find(pending_name(side, key));
   return it == m_pending.end() ? nullptr : &it->second;
 }
 
-void Store::write_pending() {
+void Store::Impl::write_pending() {
   for (;;) {
     std::string name;
     Pending pending;
@@ -265,7 +265,7 @@ void Store::write_pending() {
   }
 }
 
-Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach reach) {
+Expected<std::vector<ImageMeta>> Store::Impl::list(Side side, const Key& key, Reach reach) {
   if (m_hot) {
     if (auto cached = m_hot->find_list(side, key)) {
       note_access(side, key);
@@ -314,7 +314,7 @@ Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach re
   return out;
 }
 
-Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, const ImageRequest& which,
+Expected<std::shared_ptr<const Image>> Store::Impl::get(Side side, const Key& key, const ImageRequest& which,
                                                   bool* from_memory, Reach reach) {
   if (from_memory != nullptr) *from_memory = false;
   if (m_hot) {
@@ -372,7 +372,7 @@ Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, con
   return result;
 }
 
-Expected<std::shared_ptr<const Image>> Store::read_image(Side side, const Key& key, const ImageRequest& which) {
+Expected<std::shared_ptr<const Image>> Store::Impl::read_image(Side side, const Key& key, const ImageRequest& which) {
   auto not_found = [&] {
     return make_error(ErrorCode::k_not_found, "no " + std::string(kind_name(which.kind)) + " image for " + which.arch +
                                                   " under key " + key.hex());
@@ -411,7 +411,7 @@ Expected<std::shared_ptr<const Image>> Store::read_image(Side side, const Key& k
   return std::shared_ptr<const Image>(std::move(image));
 }
 
-Expected<bool> Store::remove(Side side, const Key& key) {
+Expected<bool> Store::Impl::remove(Side side, const Key& key) {
   std::lock_guard lock(m_write_mutex);
   std::string value;
   rocksdb::Status s = m_db->Get(rocksdb::ReadOptions(), family(side), entry_key(key), &value);
@@ -422,7 +422,7 @@ Expected<bool> Store::remove(Side side, const Key& key) {
   return true;
 }
 
-void Store::drop_corrupt_entry(Side side, const Key& key, const std::string& why) {
+void Store::Impl::drop_corrupt_entry(Side side, const Key& key, const std::string& why) {
   spdlog::error("store: {} entry {} is corrupt ({}); removing it, the next compile rebuilds it", side_name(side),
                 key.hex(), why);
   std::lock_guard lock(m_write_mutex);
@@ -431,7 +431,7 @@ void Store::drop_corrupt_entry(Side side, const Key& key, const std::string& why
   ++m_corrupt;
 }
 
-Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
+Expected<std::uint64_t> Store::Impl::remove_entry_locked(Side side, const Key& key) {
   rocksdb::ColumnFamilyHandle* cf = family(side);
   // Walks the entry and metadata records only: payloads are deleted by key, never read, since
   // reading a corrupt blob would stop the walk and leave records behind.
@@ -479,14 +479,58 @@ Expected<std::uint64_t> Store::remove_entry_locked(Side side, const Key& key) {
   return freed;
 }
 
-StoreStats Store::stats() const {
+StoreStats Store::Impl::stats() const {
   return {m_entries,      m_images, m_bytes, m_corrupt, m_evictions, m_evicted_bytes, m_hot ? m_hot->hits() : 0,
           m_hot ? m_hot->bytes() : 0, m_disk_reads, m_shared_reads};
 }
-Expected<void> Store::flush() {
+Expected<void> Store::Impl::flush() {
   rocksdb::Status s = m_db->Flush(rocksdb::FlushOptions(), m_handles);
   if (!s.ok()) return storage_error("flushing", s);
   return {};
 }
+
+// ---- Store: its interface, over Impl ----------------------------------------------------------
+
+Expected<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
+  auto impl = Impl::open(options);
+  if (!impl) return impl.error();
+  return std::unique_ptr<Store>(new Store(std::move(*impl)));
+}
+
+Store::Store(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+
+Store::~Store() = default;
+
+Expected<void> Store::put(Side side, const Key& key, const EntryRecord& record, std::span<const Image> images,
+                          Put how) {
+  return m_impl->put(side, key, record, images, how);
+}
+
+void Store::put_soon(Side side, const Key& key, const EntryRecord& record, std::vector<Image> images) {
+  m_impl->put_soon(side, key, record, std::move(images));
+}
+
+Expected<std::vector<ImageMeta>> Store::list(Side side, const Key& key, Reach reach) {
+  return m_impl->list(side, key, reach);
+}
+
+Expected<std::shared_ptr<const Image>> Store::get(Side side, const Key& key, const ImageRequest& which,
+                                                  bool* from_memory, Reach reach) {
+  return m_impl->get(side, key, which, from_memory, reach);
+}
+
+StoreStats Store::stats() const { return m_impl->stats(); }
+
+std::uint64_t Store::max_bytes() const { return m_impl->max_bytes(); }
+
+Expected<std::uint64_t> Store::evict(std::uint64_t target) { return m_impl->evict(target); }
+
+Expected<bool> Store::remove(Side side, const Key& key) { return m_impl->remove(side, key); }
+
+Expected<void> Store::flush_access_times() { return m_impl->flush_access_times(); }
+
+Expected<VerifyReport> Store::verify(bool repair) { return m_impl->verify(repair); }
+
+Expected<void> Store::flush() { return m_impl->flush(); }
 
 }  // namespace kcache::server

@@ -9,7 +9,7 @@
 #include <map>
 
 #include "store/records.hpp"
-#include "store/store.hpp"
+#include "store/store_impl.hpp"
 
 namespace kcache::server {
 
@@ -30,7 +30,7 @@ struct Gathered {
 
 }  // namespace
 
-Expected<VerifyReport> Store::verify(bool repair) {
+Expected<VerifyReport> Store::Impl::verify(bool repair) {
   if (auto flushed = flush_access_times(); !flushed) return flushed.error();
   // A repair holds the writers' lock throughout (compiles wait to store; hits go on), so what it
   // removes and recounts is the live state. A check reads one snapshot, counters included.

@@ -4,7 +4,7 @@
 // libraries, opt -O2, llc, ld.lld) and through a real kcached. kcache must accept every module the
 // bare toolchain accepts, with exactly its kernels; it may accept more (it sets the oclc control
 // constants itself, where rocm-device-libs 5.2.3 has no file for gfx942 or gfx11). Then the rule
-// for bitcode made for another arch (README, "AMD GPUs"), on the same corpus.
+// for bitcode made for another arch (docs/pipelines.md, "AMD"), on the same corpus.
 #include <fstream>
 #include <set>
 #include <sstream>

@@ -1,11 +1,11 @@
-// The fast routes' request parser (server/http_request.hpp): what it takes as a plain GET, and
+// The fast routes' request parser (server/net/http_request.hpp): what it takes as a plain GET, and
 // everything it leaves to cpp-httplib, whose parser decodes, folds and refuses as HTTP says.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "http_request.hpp"
+#include "net/http_request.hpp"
 
 namespace kcache::server {
 namespace {

@@ -1,7 +1,8 @@
 // The Redis client's parsers: URLs (strict, never a password), hash slots as Redis Cluster
 // computes them, what cluster nodes send (CLUSTER SLOTS, redirects), odd shapes included, and
 // the reader that builds replies from RESP under a cap.
-#include "remote/redis.hpp"
+#include "remote/redis_reply.hpp"
+#include "remote/redis_topology.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,6 @@
 // The image read API over HTTP/1.1 (--http-listen), beside gRPC, as bazel-remote serves HTTP
 // beside its gRPC API. It exists for the command-line hit: `kcache compile` of a cached kernel
-// computes the key itself and needs one GET, without paying gRPC's start-up (README,
-// "Performance").
+// computes the key itself and needs one GET, without paying gRPC's start-up (bench/README.md).
 //
 //   GET /v1/fingerprint                  the toolchain fingerprint (hex) every key includes
 //   GET /v1/{device|host}/KEY/ARCH/KIND  exactly that image's bytes; 404 when not stored. No
@@ -21,10 +20,14 @@
 
 namespace kcache::server {
 
-class KCacheService;
+class Authenticator;
+class Cache;
+class CallTracker;
 class Metrics;
 class Router;
 
-void add_http_api_routes(Router& server, KCacheService& service, Metrics& metrics);
+// The routes, answered by `cache` for callers `auth` lets read; each call is counted in `calls`
+// (the drain's) and in `metrics`.
+void add_http_api_routes(Router& server, Cache& cache, const Authenticator& auth, CallTracker& calls, Metrics& metrics);
 
 }  // namespace kcache::server

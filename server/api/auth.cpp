@@ -1,4 +1,4 @@
-#include "service/auth.hpp"
+#include "api/auth.hpp"
 
 #include "net/grpc_gate.hpp"
 

@@ -6,22 +6,22 @@
 
 #include "compile/compiler.hpp"
 #include "compile/process.hpp"
-#include "worker_pool.hpp"
+#include "worker/job_queue.hpp"
 
 namespace kcache::server {
 namespace {
 
-TEST(WorkerPool, RunsEveryQueuedJob) {
+TEST(JobQueue, RunsEveryQueuedJob) {
   std::atomic<int> done{0};
   {
-    WorkerPool pool(2, 100);
+    JobQueue pool(2, 100);
     for (int i = 0; i < 50; ++i) ASSERT_TRUE(pool.submit([&] { ++done; }));
   }  // destruction drains the queue
   EXPECT_EQ(done, 50);
 }
 
-TEST(WorkerPool, RefusesBeyondItsQueueImmediately) {
-  WorkerPool pool(1, 2);
+TEST(JobQueue, RefusesBeyondItsQueueImmediately) {
+  JobQueue pool(1, 2);
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::latch running(1);
@@ -44,8 +44,8 @@ TEST(WorkerPool, RefusesBeyondItsQueueImmediately) {
   EXPECT_EQ(after.error().code, ErrorCode::k_unavailable);
 }
 
-TEST(WorkerPool, IdleCountsFreeThreadsAndNoneWhileJobsWait) {
-  WorkerPool pool(2, 8);
+TEST(JobQueue, IdleCountsFreeThreadsAndNoneWhileJobsWait) {
+  JobQueue pool(2, 8);
   EXPECT_EQ(pool.idle(), 2u);
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();

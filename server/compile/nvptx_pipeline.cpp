@@ -1,4 +1,4 @@
-#include "compile/device_pipeline.hpp"
+#include "compile/nvptx_pipeline.hpp"
 
 #include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/StringExtras.h>
@@ -54,7 +54,6 @@ Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
   }
   return mark_entry_points(m, job.spec.options.entry_points, llvm::CallingConv::PTX_Kernel);
 }
-
 
 // Every kernel of the module: ptx_kernel calling convention or !nvvm.annotations.
 std::set<std::string> kernel_names(const llvm::Module& m) {
@@ -138,9 +137,6 @@ int requested_ptx_version(const llvm::Module& m) {
   return best;
 }
 
-
-
-
 // The PTX ISA LLVM picks for `arch` when asked for none: the oldest that supports it. Read from
 // the `.version` of an empty module's PTX, so it always agrees with the LLVM linked in.
 Expected<int> min_ptx_version(const llvm::Triple& triple, const std::string& arch) {
@@ -205,7 +201,7 @@ Expected<void> check_capped_ptx(const Toolchain& toolchain, const CompileJob& jo
 
 }  // namespace
 
-Expected<CompileOutput> compile_device(const Toolchain& toolchain, const CompileJob& job) {
+Expected<CompileOutput> compile_nvptx(const Toolchain& toolchain, const CompileJob& job) {
   // IR modules are linked by LLVM into one; PTX modules join them at the cubin link (nvJitLink).
   std::vector<ModuleSource> ir;
   std::vector<std::string_view> user_ptx;

@@ -1,16 +1,16 @@
-#include "worker_pool.hpp"
+#include "worker/job_queue.hpp"
 
 #include <string>
 
 namespace kcache::server {
 
-WorkerPool::WorkerPool(std::size_t workers, std::size_t queue_capacity) : m_capacity(queue_capacity) {
+JobQueue::JobQueue(std::size_t workers, std::size_t queue_capacity) : m_capacity(queue_capacity) {
   for (std::size_t i = 0; i < workers; ++i) m_threads.emplace_back([this] { run(); });
 }
 
-WorkerPool::~WorkerPool() { shutdown(); }
+JobQueue::~JobQueue() { shutdown(); }
 
-Expected<void> WorkerPool::submit(std::function<void()> job) {
+Expected<void> JobQueue::submit(std::function<void()> job) {
   {
     std::lock_guard lock(m_queue_mutex);
     if (m_stopping) return make_error(ErrorCode::k_unavailable, "kcached is shutting down; retry on another server");
@@ -25,7 +25,7 @@ Expected<void> WorkerPool::submit(std::function<void()> job) {
   return {};
 }
 
-void WorkerPool::shutdown() {
+void JobQueue::shutdown() {
   {
     std::lock_guard lock(m_queue_mutex);
     m_stopping = true;
@@ -36,19 +36,19 @@ void WorkerPool::shutdown() {
   }
 }
 
-std::size_t WorkerPool::queue_depth() const {
+std::size_t JobQueue::queue_depth() const {
   std::lock_guard lock(m_queue_mutex);
   return m_queue.size();
 }
 
-std::size_t WorkerPool::idle() const {
+std::size_t JobQueue::idle() const {
   std::lock_guard lock(m_queue_mutex);
   std::size_t busy = m_running;
   if (m_stopping || !m_queue.empty() || busy >= m_threads.size()) return 0;
   return m_threads.size() - busy;
 }
 
-void WorkerPool::run() {
+void JobQueue::run() {
   for (;;) {
     std::function<void()> job;
     {

@@ -1,5 +1,5 @@
 // Plain HTTP/1.1 (or HTTPS) listeners: the Prometheus endpoint (--metrics-listen) and the image
-// read API (--http-listen, service/http_api.hpp).
+// read API (--http-listen, api/http_api.hpp).
 //
 // Why not cpp-httplib's own listener: it serves each connection on a pool thread from accept()
 // on, so a client that trickles one header byte every 2 s (or a TLS ClientHello) holds a thread

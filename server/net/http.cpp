@@ -1,4 +1,4 @@
-#include "http.hpp"
+#include "net/http.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "config.hpp"
-#include "http_request.hpp"
+#include "net/http_request.hpp"
 #include "net/admission.hpp"
 
 namespace kcache::server {

@@ -1,4 +1,4 @@
-// The device pipeline in process: LLVM IR to PTX per arch, options that change the code, and
+// The NVPTX pipeline in process: LLVM IR to PTX per arch, options that change the code, and
 // the errors a person can act on.
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ std::string ptx_for(const std::string& module, const std::string& arch, CompileO
   return out ? out->images.at(0).data : std::string();
 }
 
-TEST(DevicePipeline, EmitsPtxForEachArch) {
+TEST(NvptxPipeline, EmitsPtxForEachArch) {
   std::string saxpy = test::read_test_data("kernels/saxpy.ll");
   auto out = compile(saxpy, {{"sm_80", ImageKind::ptx}, {"sm_90", ImageKind::ptx}});
   ASSERT_TRUE(out) << out.error().message;
@@ -36,19 +36,19 @@ TEST(DevicePipeline, EmitsPtxForEachArch) {
   EXPECT_EQ(out->images[1].meta.sha256, sha256(out->images[1].data));
 }
 
-TEST(DevicePipeline, IsDeterministic) {
+TEST(NvptxPipeline, IsDeterministic) {
   std::string saxpy = test::read_test_data("kernels/saxpy.ll");
   EXPECT_EQ(ptx_for(saxpy, "sm_90"), ptx_for(saxpy, "sm_90"));
 }
 
-TEST(DevicePipeline, ReadsBitcodeLikeText) {
+TEST(NvptxPipeline, ReadsBitcodeLikeText) {
   std::string saxpy = test::read_test_data("kernels/saxpy.ll");
   auto bc = compile(test::to_bitcode(saxpy), {{"sm_90", ImageKind::ptx}}, {}, InputFormat::llvm_bitcode);
   ASSERT_TRUE(bc) << bc.error().message;
   EXPECT_EQ(bc->images[0].data, ptx_for(saxpy, "sm_90"));
 }
 
-TEST(DevicePipeline, HonoursAnnotatedKernelsAndTheRequestedPtxVersion) {
+TEST(NvptxPipeline, HonoursAnnotatedKernelsAndTheRequestedPtxVersion) {
   std::string ptx = ptx_for(test::read_test_data("kernels/annotated.ll"), "sm_90");
   EXPECT_NE(ptx.find(".entry scale("), std::string::npos);
   // The newest PTX ISA LLVM and ptxas share, but never older than the module's +ptx80.
@@ -60,7 +60,7 @@ TEST(DevicePipeline, HonoursAnnotatedKernelsAndTheRequestedPtxVersion) {
 
 // Found by fuzz/module_fuzzer: a +ptx60 request for sm_80 (which needs PTX 7.0) used to stop
 // LLVM with a fatal error where no ptxas raised the version. "At least 6.0" is met by 7.0.
-TEST(DevicePipeline, APtxVersionBelowTheArchsMinimumGetsTheMinimum) {
+TEST(NvptxPipeline, APtxVersionBelowTheArchsMinimumGetsTheMinimum) {
   static const Compiler no_cuda(detect_toolchain("/nonexistent/cuda"));
   ASSERT_EQ(no_cuda.toolchain().max_ptx_version, 0);
   std::string module = test::read_test_data("kernels/annotated.ll");
@@ -74,7 +74,7 @@ TEST(DevicePipeline, APtxVersionBelowTheArchsMinimumGetsTheMinimum) {
   }
 }
 
-TEST(DevicePipeline, RequestedEntryPointsBecomeKernels) {
+TEST(NvptxPipeline, RequestedEntryPointsBecomeKernels) {
   const std::string module = "target triple = \"nvptx64-nvidia-cuda\"\n"
                              "define void @work(ptr %p) {\n  store i32 1, ptr %p\n  ret void\n}\n";
   EXPECT_EQ(ptx_for(module, "sm_90").find(".entry"), std::string::npos);
@@ -83,7 +83,7 @@ TEST(DevicePipeline, RequestedEntryPointsBecomeKernels) {
   EXPECT_NE(ptx_for(module, "sm_90", options).find(".visible .entry work("), std::string::npos);
 }
 
-TEST(DevicePipeline, OptimisationLevelAndFastMathChangeTheCode) {
+TEST(NvptxPipeline, OptimisationLevelAndFastMathChangeTheCode) {
   const std::string module = "target triple = \"nvptx64-nvidia-cuda\"\n"
                              "define ptx_kernel void @k(ptr addrspace(1) %p, float %a, float %b) {\n"
                              "  %x = fdiv float %a, %b\n  store float %x, ptr addrspace(1) %p\n  ret void\n}\n";
@@ -97,7 +97,7 @@ TEST(DevicePipeline, OptimisationLevelAndFastMathChangeTheCode) {
   EXPECT_NE(p2.find("div.rn"), std::string::npos) << p2;
 }
 
-TEST(DevicePipeline, ExplainsEachBadInput) {
+TEST(NvptxPipeline, ExplainsEachBadInput) {
   struct Case {
     std::string name, module, expect;
     InputFormat format = InputFormat::llvm_text;
@@ -140,14 +140,14 @@ TEST(DevicePipeline, ExplainsEachBadInput) {
   }
 }
 
-TEST(DevicePipeline, RefusesArchsLlvmDoesNotKnow) {
+TEST(NvptxPipeline, RefusesArchsLlvmDoesNotKnow) {
   auto out = compile(test::read_test_data("kernels/saxpy.ll"), {{"sm_99", ImageKind::ptx}});
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().code, ErrorCode::k_invalid_argument);
   EXPECT_NE(out.error().message.find("unknown arch 'sm_99'"), std::string::npos);
 }
 
-TEST(DevicePipeline, CubinIsAnElfForTheArchWhenTheToolkitIsPresent) {
+TEST(NvptxPipeline, CubinIsAnElfForTheArchWhenTheToolkitIsPresent) {
   if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   auto out = compile(test::read_test_data("kernels/saxpy.ll"), {{"sm_90", ImageKind::cubin}});
   ASSERT_TRUE(out) << out.error().message;
@@ -160,7 +160,7 @@ TEST(DevicePipeline, CubinIsAnElfForTheArchWhenTheToolkitIsPresent) {
   EXPECT_GT(out->images[0].meta.kernels[0].registers, 0u);  // from ptxas -v
 }
 
-TEST(DevicePipeline, PtxInputIsAssembledAndBadPtxExplained) {
+TEST(NvptxPipeline, PtxInputIsAssembledAndBadPtxExplained) {
   if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   std::string ptx = ptx_for(test::read_test_data("kernels/saxpy.ll"), "sm_90");
   auto out = compile(ptx, {{"sm_90", ImageKind::cubin}}, {}, InputFormat::ptx);

@@ -1,4 +1,4 @@
-#include "http_request.hpp"
+#include "net/http_request.hpp"
 
 #include <algorithm>
 #include <cctype>

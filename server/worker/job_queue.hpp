@@ -1,5 +1,6 @@
-// A fixed set of compile threads behind a bounded queue. gRPC threads never compile: they queue
-// a job here and wait for it. A full queue is refused at once (RESOURCE_EXHAUSTED upstream),
+// The compile jobs' queue: a fixed set of threads behind a bounded queue, each running one job at
+// a time on a worker process (worker.hpp). Front-end threads never compile: the cache queues a
+// job here and waits for it. A full queue is refused at once (RESOURCE_EXHAUSTED upstream),
 // never piled up.
 #pragma once
 
@@ -16,12 +17,12 @@
 
 namespace kcache::server {
 
-class WorkerPool {
+class JobQueue {
  public:
-  WorkerPool(std::size_t workers, std::size_t queue_capacity);
-  ~WorkerPool();  // finishes queued jobs, then joins
-  WorkerPool(const WorkerPool&) = delete;
-  WorkerPool& operator=(const WorkerPool&) = delete;
+  JobQueue(std::size_t workers, std::size_t queue_capacity);
+  ~JobQueue();  // finishes queued jobs, then joins
+  JobQueue(const JobQueue&) = delete;
+  JobQueue& operator=(const JobQueue&) = delete;
 
   // Queues `job`; RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after shutdown().
   Expected<void> submit(std::function<void()> job);

@@ -1,4 +1,4 @@
-// Device pipeline: LLVM IR -> PTX per arch (parse, verify, link the job's modules, link rtlib and
+// NVPTX pipeline: LLVM IR -> PTX per arch (parse, verify, link the job's modules, link rtlib and
 // libdevice, check, internalize, optimise, NVPTX codegen), and PTX -> cubin (compile/cubin.hpp),
 // with the job's own PTX modules linked in.
 #pragma once
@@ -7,6 +7,6 @@
 
 namespace kcache::server {
 
-Expected<CompileOutput> compile_device(const Toolchain& toolchain, const CompileJob& job);
+Expected<CompileOutput> compile_nvptx(const Toolchain& toolchain, const CompileJob& job);
 
 }  // namespace kcache::server

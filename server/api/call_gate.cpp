@@ -1,4 +1,4 @@
-#include "service/call_gate.hpp"
+#include "api/call_gate.hpp"
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -7,8 +7,8 @@
 #include <cstdlib>
 
 #include "metrics.hpp"
-#include "service/auth.hpp"
-#include "service/service.hpp"
+#include "api/auth.hpp"
+#include "api/service.hpp"
 #include "wire/wire.hpp"
 
 namespace kcache::server {

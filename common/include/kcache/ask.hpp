@@ -1,0 +1,42 @@
+// What a front end asks of the cache, in the project's own types: each front end (gRPC, HTTP)
+// converts its request into one of these once, at its edge, and the cache core never sees a
+// protocol's types.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kcache/driver.hpp"
+#include "kcache/job.hpp"
+
+namespace kcache {
+
+// A compile: the canonical job, the images it asks for, and its bytes (views into the request,
+// which outlives the call).
+struct CompileAsk {
+  JobSpec spec;
+  std::vector<ImageRequest> images;  // plan_images' list, in the order the reply keeps
+  std::vector<std::string_view> modules;  // one per spec.module_count(), in order
+  std::vector<std::pair<std::string_view, std::string_view>> headers;  // CUDA C++: (include name, bytes)
+  std::vector<std::string> archs;  // as the request named them (the log's)
+  CudaVersion driver = 0;          // the client's driver; 0: not stated
+  // All module bytes with the headers and their names: what --max-module-size bounds.
+  std::size_t module_bytes = 0;
+  // Image bytes the reply may carry inline; the others the client fetches (0: digests only).
+  std::size_t inline_bytes = 0;
+};
+
+// A fetch: the image of a key that a device runs best, by CUDA's (or ROCm's) rules.
+struct SelectAsk {
+  Side side = Side::device;
+  std::string key;   // hex, as the client sent it (checked by the cache)
+  std::string arch;  // the device: sm_XX, an AMD target ID, or a host CPU arch
+  std::optional<ImageKind> kind;  // only this kind; nullopt: any
+  CudaVersion driver = 0;         // the client's driver; 0: not stated (no filter)
+};
+
+}  // namespace kcache

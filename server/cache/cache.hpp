@@ -1,0 +1,158 @@
+// The cache core: what every front end (the gRPC service, the HTTP image API) asks, in the
+// project's own types (kcache/ask.hpp), with no protocol in it. It owns the tiers in their order:
+//
+//   hot memory cache -> local store (RocksDB) -> remote tier (Redis, optional) -> compile
+//
+// (the first two are the Store's), the table that lets identical requests share one compile,
+// the driver-aware choice of an image, and the counters GetStats and /metrics report. One verb
+// per operation: lookup, select, read, compile. Holds references only; the Daemon owns what they
+// point to.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compile/compiler.hpp"
+#include "kcache/ask.hpp"
+#include "kcache/key.hpp"
+#include "metrics.hpp"
+#include "remote/tier.hpp"
+#include "store/store.hpp"
+#include "worker/worker.hpp"
+#include "worker/job_queue.hpp"
+
+namespace kcache::server {
+
+struct CacheLimits {
+  std::uint64_t max_module_bytes = 64ULL << 20;  // --max-module-size
+  std::uint32_t max_archs = 16;                  // --max-archs
+  std::chrono::seconds job_timeout{600};         // a request waits this long for its compile
+};
+
+// Request counters (the store keeps its own usage numbers, the remote tier its own).
+struct CacheCounters {
+  // hits, misses and coalesced count compiles asked for (over gRPC, and cached compiles over
+  // HTTP) by outcome; compiles counts compile jobs run on a worker, images_compiled the images
+  // they made.
+  std::atomic<std::uint64_t> hits{0}, misses{0}, compiles{0}, coalesced{0}, errors{0}, fetches{0}, images_compiled{0};
+};
+
+// One image of a compile's answer: its metadata, and its bytes where they fit the ask's inline
+// budget (empty otherwise: the client fetches them).
+struct AnsweredImage {
+  ImageMeta meta;
+  std::string data;
+  bool needs_jit = false;  // PTX in place of a cubin the client's driver cannot load
+};
+
+struct CompileAnswer {
+  Key key;
+  // hit: every image was stored (here or in the fleet); miss: this request compiled; coalesced:
+  // it waited for an identical compile already running here.
+  Outcome outcome = Outcome::hit;
+  std::vector<AnsweredImage> images;  // one per CompileAsk::images, in order
+  std::vector<std::string> diagnostics;
+};
+
+// The image Select chose, and whether the driver must JIT it.
+struct SelectedImage {
+  std::shared_ptr<const Image> image;
+  bool needs_jit = false;
+};
+
+class Cache {
+ public:
+  using Reach = Store::Reach;
+
+  Cache(Store& store, const Compiler& compiler, JobQueue& pool, worker::WorkerSet& workers, Metrics& metrics,
+        CacheLimits limits)
+      : m_store(store), m_compiler(compiler), m_pool(pool), m_workers(workers), m_metrics(metrics), m_limits(limits) {}
+
+  // The shared remote tier, asked after the local store and before compiling; null: none. Set
+  // before serving; the Daemon owns it.
+  void set_remote(remote::RemoteTier* remote) { m_remote = remote; }
+  remote::RemoteTier* remote() const { return m_remote; }
+
+  // The images `ask` names, from the first tier that has them; the missing ones are compiled on
+  // the pool (one compile per identical request, and per key across a fleet) and stored. Counted
+  // and logged as one compile request. A driver too old for this toolkit's cubins gets PTX in their place (KEY_FORMAT.md,
+  // tag 12).
+  Expected<CompileAnswer> compile(const CompileAsk& ask);
+  // A compile request its front end refused before asking (a malformed request): counted and
+  // logged as the compile errors are.
+  void refused(std::string_view side, const std::vector<std::string>& archs, std::chrono::steady_clock::time_point start,
+               const Error& error);
+
+  // The metadata of every image of (side, key), reading through to the remote tier; empty when
+  // no tier has the key.
+  Expected<std::vector<ImageMeta>> lookup(Side side, const Key& key);
+
+  // The image of `ask.key` that `ask.arch` runs best (kcache/select.hpp), passing over what the
+  // client's driver cannot load; counted as a fetch, a failure logged. With Reach::memory (an
+  // event thread's first try): WOULD_BLOCK, counting nothing, where the answer needs RocksDB's
+  // files or the remote tier; the caller asks again with Reach::anywhere.
+  Expected<SelectedImage> select(const SelectAsk& ask, Reach reach = Reach::anywhere);
+
+  // How an exact read counts: a plain read is a fetch; the images of a cached compile (the CLI's
+  // fast path) are not, and the last of them makes that compile a hit.
+  enum class ReadFor { fetch, compile_part, compile_last };
+  // Exactly image `which` of (side, key), reading through to the remote tier; Reach as for select.
+  Expected<std::shared_ptr<const Image>> read(Side side, std::string_view key_hex, const ImageRequest& which,
+                                              ReadFor purpose = ReadFor::fetch, Reach reach = Reach::anywhere);
+
+  // Counts and logs a failed fetch of `key` (a front end's, when its stream breaks); `what`
+  // names the image asked for.
+  void fetch_failed(std::string_view key, std::string_view what, const Error& error);
+  // A fetch its front end refused before asking (a malformed request): counted as a fetch that
+  // failed, and logged.
+  void refused_fetch(std::string_view key, std::string_view what, const Error& error);
+
+  const CacheCounters& counters() const { return m_counters; }
+  const CacheLimits& limits() const { return m_limits; }
+  const Toolchain& toolchain() const { return m_compiler.toolchain(); }
+
+ private:
+  // How the missing images were answered: compiled here, by waiting for an identical compile in
+  // this daemon, or from the remote tier (another daemon's compile).
+  enum class Answer { compiled, coalesced, remote };
+  // The body of compile; `key_hex` gets the key once it is known (for the log).
+  Expected<CompileAnswer> answer(const CompileAsk& ask, bool retried, std::string& key_hex);
+  // Compiles the missing images on the pool and stores them from there, so a compile that
+  // outlives the caller's wait still lands in the cache. Waits up to the job timeout.
+  // Identical concurrent requests share one compile. With a remote tier, the first of them
+  // looks there first and takes the fleet's lease on the compile.
+  Expected<CompileOutput> compile_and_store(const CompileAsk& ask, const JobSpec& spec, const Key& key,
+                                            std::vector<ImageRequest> missing, Answer& answer);
+  // Whether every one of `images` of (side, key) is in the store now.
+  bool all_stored(Side side, const Key& key, const std::vector<ImageRequest>& images);
+  // The remote tier's entry for (side, key) into the local store, verified, if it has `wanted`
+  // (or, without it, any image).
+  remote::Pull pull(Side side, const Key& key, const std::vector<ImageRequest>* wanted);
+  // pull for a read (select, lookup, read) of a key the local store lacks.
+  bool read_through(Side side, const Key& key, const std::vector<ImageRequest>* wanted);
+  Expected<SelectedImage> choose(const SelectAsk& ask, Reach reach);
+  // Store::get, timed into the hot or local tier's histogram.
+  Expected<std::shared_ptr<const Image>> get_image(Side side, const Key& key, const ImageRequest& which,
+                                                   Reach reach = Reach::anywhere);
+
+  Store& m_store;
+  const Compiler& m_compiler;
+  JobQueue& m_pool;
+  worker::WorkerSet& m_workers;
+  Metrics& m_metrics;
+  const CacheLimits m_limits;
+  CacheCounters m_counters;
+  remote::RemoteTier* m_remote = nullptr;
+  std::mutex m_in_flight_mutex;  // guards m_in_flight
+  std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
+};
+
+}  // namespace kcache::server
