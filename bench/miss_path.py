@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import render_readme  # bench/render_readme.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build").resolve()
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -145,6 +147,7 @@ def write_results(name, md, rows):
         for i, row in enumerate(rows):
             f.write(f"{i + 1}," + ",".join(f"{row[k]:.3f}" for k in keys) + "\n")
     print("\n".join(md))
+    render_readme.render_after_run(OUT)
 
 
 def one_round(modules, work, r):

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import render_readme  # bench/render_readme.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = [a for a in sys.argv[1:] if a != "--self-test"]
 SELF_TEST = "--self-test" in sys.argv[1:]
@@ -396,6 +398,7 @@ def main():
         w.writerows(csv_rows)
     (OUT / "nvrtc_source.md").write_text("\n".join(lines + verdict) + "\n")
     print("\n".join(lines + verdict))
+    render_readme.render_after_run(OUT)
 
 
 if __name__ == "__main__":

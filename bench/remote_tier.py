@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import render_readme  # bench/render_readme.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build").resolve()
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -172,6 +174,7 @@ def main():
                "across the fleet (target exactly 20)"]
     (OUT / "remote_tier.md").write_text("\n".join(lines + verdict) + "\n")
     print("\n".join(lines + verdict))
+    render_readme.render_after_run(OUT)
 
 
 if __name__ == "__main__":

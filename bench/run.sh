@@ -10,7 +10,8 @@
 #   5. command-level hit: the whole `kcache compile` of a cached kernel (process start, key,
 #      fetch, writing the file) beside `ccache nvcc -c` and `sccache nvcc -c` hits of the same
 #      kernel's CUDA source, with hyperfine (skipped, and said so, without them or nvcc).
-# Writes bench/results/compare.{md,csv,png} and prints the table and the PASS/FAIL lines.
+# Writes bench/results/compare.{md,csv,png}, prints the table and the PASS/FAIL lines, and renders
+# bench/README.md (bench/render_readme.py).
 #
 # Usage: bench/run.sh [build-dir]   (default build/; needs `ninja -C BUILD kcache_bench`)
 # Builds nothing. Starts its own kcached and redis-server on free loopback ports with temporary
@@ -233,3 +234,5 @@ done
 python3 "$root/bench/report.py" --raw "$raw" --out "$out_dir" --measure-ms "$measure_ms" \
   --kernels "$kernels" --seconds "$(($(date +%s) - run_started))" --redis "$have_redis" \
   --commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo '(not a git checkout)')"
+# bench/README.md shows the new results (only when they went to bench/results).
+python3 "$root/bench/render_readme.py" --after-run "$out_dir"
