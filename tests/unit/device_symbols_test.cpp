@@ -413,3 +413,21 @@ TEST(PtxSymbols, DefinitionsAndExternsAreRead) {
 
 }  // namespace
 }  // namespace kcache::server
+
+namespace kcache::server {
+namespace {
+
+// The runtime library's digest is in every key's toolchain fingerprint: the bitcode must not
+// carry the folder the project was built in (clang writes the source's path into it), or two
+// checkouts of one commit would never share a cache entry.
+TEST(RuntimeLibrary, ItsBitcodeNamesNoFolderOfTheBuild) {
+  const std::string folder = KCACHE_SOURCE_DIR;
+  ASSERT_FALSE(folder.empty());
+  for (std::string_view bitcode : {rtlib::device_bitcode(), rtlib::amdgcn_bitcode()}) {
+    ASSERT_FALSE(bitcode.empty());
+    EXPECT_EQ(bitcode.find(folder), std::string_view::npos) << "the bitcode names " << folder;
+  }
+}
+
+}  // namespace
+}  // namespace kcache::server
