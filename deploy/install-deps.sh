@@ -14,6 +14,7 @@ packages=(
   python3 python3-yaml systemd
   libclang-rt-22-dev openssl libcpp-httplib-dev
   libhiredis-dev redis-server gnuplot-nox libxxhash-dev
+  libnghttp2-dev  # HPACK decoding: the gRPC gate reads each call's method (server/net/grpc_calls.cpp)
   ccache  # the compiler launcher (cmake/BuildSpeed.cmake)
 )
 

@@ -222,6 +222,11 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   gate_limits.max_connections = config.max_connections;
   gate_limits.max_per_peer = config.max_connections_per_peer;
   gate_limits.frame_burst = 2 * k_max_streams_per_connection;  // every stream a connection may hold, reset
+  // A request gRPC refuses for its size never reaches the metrics' interceptor: the gate counts it.
+  gate_limits.max_message_bytes = std::min<std::uint64_t>(limits.max_message_bytes, INT32_MAX);  // as gRPC takes it
+  gate_limits.oversized_message = [metrics = d->m_metrics.get()](std::string_view path) {
+    metrics->count_call(path, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  };
   auto gate = net::GrpcGate::start(listen->host, listen->port, "--listen", *tls, gate_limits, *d->m_fds);
   if (!gate) return gate.error();
   d->m_gate = std::move(*gate);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "net/admission.hpp"
+#include "net/grpc_calls.hpp"
 #include "net/h2_frames.hpp"
 
 namespace kcache::server::net {
@@ -77,6 +78,7 @@ struct Link {
   bool closing = false;     // only flushing to_client, then closed
   Pending to_upstream, to_client;
   H2FrameReader from_client{true}, from_server{false};
+  std::unique_ptr<GrpcCallWatcher> calls;  // where the gate watches message sizes
   std::uint32_t last_stream = 0;
   double tokens = 0;
   Clock::time_point refilled, accepted, deadline;
@@ -355,6 +357,7 @@ void GrpcGate::Impl::admit(int fd, const std::string& ip, int port) {
   l.deadline = l.accepted + m_limits.handshake_time;
   l.tokens = m_limits.frame_burst;
   l.refilled = l.accepted;
+  if (m_limits.max_message_bytes > 0 && m_limits.oversized_message) l.calls = std::make_unique<GrpcCallWatcher>();
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (m_tls) {
@@ -443,7 +446,13 @@ bool GrpcGate::Impl::read_client(Link& l) {
 
 bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
   bool cut_now = false;
+  auto on_payload = [&](const H2Frame& f, std::string_view piece) {
+    if (!l.calls) return;
+    auto declared = l.calls->payload(f, piece);
+    if (declared && declared->length > m_limits.max_message_bytes) m_limits.oversized_message(declared->path);
+  };
   bool http2 = l.from_client.feed(bytes, [&](const H2Frame& f) {
+    if (l.calls) l.calls->frame(f);
     if (f.is(H2Type::headers) && f.stream > l.last_stream) l.last_stream = f.stream;
     if (!l.h2_ready) {
       // RFC 9113 §3.4: the preface's SETTINGS frame comes first.
@@ -461,7 +470,7 @@ bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
     }
     l.tokens -= 1;
     return true;
-  });
+  }, on_payload);
   if (cut_now) {
     cut(l, "it sent frames that carry no request (stream resets, pings, settings) faster than " +
                std::to_string(static_cast<int>(m_limits.frame_rate)) + " a second after a burst of " +

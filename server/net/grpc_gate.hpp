@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -52,6 +53,12 @@ struct GateLimits {
   std::chrono::milliseconds penalty{10000};  // a cut peer address is refused this long
   std::size_t buffer_bytes = 256 << 10;      // per direction and connection, not yet taken
   int backlog = 4096;
+  // gRPC's limit on a request message (0: not watched). A call whose first message declares more
+  // is reported to oversized_message with its path ("/kcache.v1.KCache/Compile"): gRPC refuses it
+  // (RESOURCE_EXHAUSTED) before any handler or interceptor sees the call, so only the gate can
+  // count it (net/grpc_calls.hpp).
+  std::uint64_t max_message_bytes = 0;
+  std::function<void(std::string_view path)> oversized_message;
 };
 
 class GrpcGate {

@@ -5,6 +5,7 @@
 namespace kcache::server::net {
 
 std::size_t H2FrameReader::step(std::string_view bytes) {
+  m_payload_piece = false;
   if (m_preface_left > 0) {
     std::size_t at = k_h2_client_preface.size() - m_preface_left;
     std::size_t n = std::min(m_preface_left, bytes.size());
@@ -21,6 +22,7 @@ std::size_t H2FrameReader::step(std::string_view bytes) {
     std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(m_payload_left, bytes.size()));
     m_payload_left -= n;
     m_offset += n;
+    m_payload_piece = true;
     if (m_payload_left == 0) {
       m_in_payload = false;
       m_boundary = m_offset;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace kcache::server::net {
 
@@ -44,13 +45,16 @@ class H2FrameReader {
 
   // Reads the next `bytes` of the stream and calls `on_frame(const H2Frame&)` for each frame whose
   // header completes in them; on_frame returns false to stop reading (the rest is not looked at).
+  // `on_payload(const H2Frame&, std::string_view piece)`, where given, gets each frame's payload
+  // in the pieces it arrives in (a frame's pieces follow its on_frame, in order).
   // False when the bytes are not HTTP/2 (a wrong preface) or on_frame stopped; the reader then
   // reads nothing more.
-  template <typename OnFrame>
-  bool feed(std::string_view bytes, OnFrame&& on_frame) {
+  template <typename OnFrame, typename OnPayload>
+  bool feed(std::string_view bytes, OnFrame&& on_frame, OnPayload&& on_payload) {
     while (!bytes.empty()) {
       if (m_failed) return false;
       std::size_t used = step(bytes);
+      if (m_payload_piece) on_payload(static_cast<const H2Frame&>(m_frame), bytes.substr(0, used));
       bytes.remove_prefix(used);
       if (m_frame_ready) {
         m_frame_ready = false;
@@ -61,6 +65,10 @@ class H2FrameReader {
       }
     }
     return !m_failed;
+  }
+  template <typename OnFrame>
+  bool feed(std::string_view bytes, OnFrame&& on_frame) {
+    return feed(bytes, std::forward<OnFrame>(on_frame), [](const H2Frame&, std::string_view) {});
   }
 
   bool preface_done() const { return m_preface_left == 0; }
@@ -78,6 +86,7 @@ class H2FrameReader {
   std::size_t m_header_have = 0;
   std::uint64_t m_payload_left = 0;
   bool m_in_payload = false;
+  bool m_payload_piece = false;  // the last step consumed payload bytes
   bool m_frame_ready = false;
   bool m_failed = false;
   H2Frame m_frame;

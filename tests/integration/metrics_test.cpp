@@ -119,10 +119,8 @@ TEST_F(Metrics, UnknownMethodsCountUnderOneLabel) {
 // Issue 29: a refusal counts under the status the client saw. A message over the receive limit is
 // refused by gRPC core (RESOURCE_EXHAUSTED) before any handler or interceptor exists: core fails
 // the call's first read and drops the call unpublished (Server::CallData::PublishNewRpc), so the
-// counting interceptor never sees it, and one published without its message was counted as the
-// sync layer's INTERNAL "No payload". gRPC 1.51 gives C++ no hook on such calls; the check has to
-// move in front of core (the gRPC gate sees each stream's 5-byte message prefix) before this
-// passes. Disabled until then.
+// counting interceptor never sees it. The gRPC gate reads each call's method and the length its
+// message declares (net/grpc_calls.hpp) and counts it instead.
 class MetricsSmallLimit : public Metrics {
  protected:
   std::vector<std::string> daemon_args() const override {
@@ -130,7 +128,7 @@ class MetricsSmallLimit : public Metrics {
   }
 };
 
-TEST_F(MetricsSmallLimit, DISABLED_ARefusalCountsUnderTheStatusTheClientSaw) {
+TEST_F(MetricsSmallLimit, ARefusalCountsUnderTheStatusTheClientSaw) {
   ASSERT_GT(metrics_port(), 0);
   for (int i = 0; i < 3; ++i) {
     auto r = m_client->compile(device_request(std::string(3 << 20, ' '), {"sm_90"}));

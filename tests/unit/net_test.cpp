@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <nghttp2/nghttp2.h>
+
 #include "net/admission.hpp"
+#include "net/grpc_calls.hpp"
 #include "net/h2_frames.hpp"
 #include "test_support.hpp"
 
@@ -102,6 +105,126 @@ int listening_socket(int& port) {
 // Out of descriptors, the accepter still takes connections off the backlog (closing them), so
 // an event loop does not spin on a listener that stays readable; with descriptors back, it
 // accepts again.
+// A gRPC client's side of a connection, its header blocks made by nghttp2's HPACK encoder, which
+// indexes what it sent before (a second call's :path is then one byte naming the table entry).
+class GrpcClientBytes {
+ public:
+  GrpcClientBytes() { nghttp2_hd_deflate_new(&m_deflater, 4096); }
+  ~GrpcClientBytes() { nghttp2_hd_deflate_del(m_deflater); }
+
+  std::string header_block(const std::string& path) {
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "127.0.0.1"},
+        {"content-type", "application/grpc"}, {"te", "trailers"}};
+    std::vector<nghttp2_nv> nva;
+    for (auto& [name, value] : fields) {
+      nva.push_back({reinterpret_cast<std::uint8_t*>(name.data()), reinterpret_cast<std::uint8_t*>(value.data()),
+                     name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    std::string out(nghttp2_hd_deflate_bound(m_deflater, nva.data(), nva.size()), '\0');
+    auto n = nghttp2_hd_deflate_hd(m_deflater, reinterpret_cast<std::uint8_t*>(out.data()), out.size(), nva.data(),
+                                   nva.size());
+    out.resize(n < 0 ? 0 : static_cast<std::size_t>(n));
+    return out;
+  }
+
+ private:
+  nghttp2_hd_deflater* m_deflater = nullptr;
+};
+
+// The 5-byte gRPC prefix of a message of `length` bytes, and `body` bytes of it.
+std::string message(std::uint32_t length, std::size_t body) {
+  std::string m = {0, static_cast<char>(length >> 24), static_cast<char>(length >> 16), static_cast<char>(length >> 8),
+                   static_cast<char>(length)};
+  return m + std::string(body, 'm');
+}
+
+// Feeds `bytes` through a frame reader into a watcher, `cut` bytes at a time.
+std::vector<DeclaredMessage> watch(const std::string& bytes, std::size_t cut, bool* stopped = nullptr) {
+  H2FrameReader reader(true);
+  GrpcCallWatcher calls;
+  std::vector<DeclaredMessage> out;
+  for (std::size_t at = 0; at < bytes.size(); at += cut) {
+    reader.feed(
+        std::string_view(bytes).substr(at, cut),
+        [&](const H2Frame& f) {
+          calls.frame(f);
+          return true;
+        },
+        [&](const H2Frame& f, std::string_view piece) {
+          if (auto d = calls.payload(f, piece)) out.push_back(*d);
+        });
+  }
+  if (stopped != nullptr) *stopped = calls.stopped();
+  return out;
+}
+
+TEST(GrpcCallWatcher, NamesEachCallsMethodAndTheLengthItsMessageDeclares) {
+  GrpcClientBytes client;
+  // In the order sent: each block may name entries the ones before it added.
+  std::string first = client.header_block("/kcache.v1.KCache/Compile");
+  // The same path again: HPACK sends it as an index into the dynamic table.
+  std::string second = client.header_block("/kcache.v1.KCache/Compile");
+  std::string third = client.header_block("/kcache.v1.KCache/GetStats");
+  ASSERT_LT(second.size(), first.size());
+  std::string bytes = std::string(k_h2_client_preface) + frame(0x4, 0, 0, "") + frame(0x1, 0x4, 1, first) +
+                      frame(0x0, 0x0, 1, message(3u << 20, 100)) + frame(0x0, 0x1, 1, std::string(50, 'm')) +
+                      frame(0x1, 0x4, 3, second) + frame(0x0, 0x1, 3, message(7, 7)) + frame(0x1, 0x4, 5, third) +
+                      frame(0x0, 0x1, 5, message(0, 0));
+  for (std::size_t cut : {bytes.size(), std::size_t{1}, std::size_t{3}, std::size_t{7}}) {
+    SCOPED_TRACE("cut " + std::to_string(cut));
+    bool stopped = true;
+    auto calls = watch(bytes, cut, &stopped);
+    EXPECT_FALSE(stopped);
+    ASSERT_EQ(calls.size(), 3u);
+    EXPECT_EQ(calls[0].path, "/kcache.v1.KCache/Compile");
+    EXPECT_EQ(calls[0].length, 3u << 20);
+    EXPECT_EQ(calls[1].path, "/kcache.v1.KCache/Compile");
+    EXPECT_EQ(calls[1].length, 7u);
+    EXPECT_EQ(calls[2].path, "/kcache.v1.KCache/GetStats");
+    EXPECT_EQ(calls[2].length, 0u);
+  }
+}
+
+TEST(GrpcCallWatcher, ReadsThroughPaddingPriorityAndContinuation) {
+  GrpcClientBytes client;
+  std::string block = client.header_block("/kcache.v1.KCache/Fetch");
+  std::string half1 = block.substr(0, block.size() / 2), half2 = block.substr(block.size() / 2);
+  // HEADERS with PADDED (3 bytes of padding) and PRIORITY, its block cut in two by a CONTINUATION;
+  // then DATA with PADDED whose prefix is cut across two frames.
+  std::string headers = std::string(1, '\3') + std::string(5, '\0') + half1 + std::string(3, '\0');
+  std::string data1 = std::string(1, '\2') + message(1234, 0).substr(0, 2) + std::string(2, '\0');
+  std::string bytes = std::string(k_h2_client_preface) + frame(0x4, 0, 0, "") + frame(0x1, 0x8 | 0x20, 1, headers) +
+                      frame(0x9, 0x4, 1, half2) + frame(0x0, 0x8, 1, data1) +
+                      frame(0x0, 0x1, 1, message(1234, 4).substr(2));
+  for (std::size_t cut : {bytes.size(), std::size_t{1}, std::size_t{5}}) {
+    SCOPED_TRACE("cut " + std::to_string(cut));
+    bool stopped = true;
+    auto calls = watch(bytes, cut, &stopped);
+    EXPECT_FALSE(stopped);
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0].path, "/kcache.v1.KCache/Fetch");
+    EXPECT_EQ(calls[0].length, 1234u);
+  }
+}
+
+TEST(GrpcCallWatcher, AResetCallAndABrokenBlockAnswerNothing) {
+  GrpcClientBytes client;
+  std::string block = client.header_block("/kcache.v1.KCache/Compile");
+  std::string reset = std::string(k_h2_client_preface) + frame(0x4, 0, 0, "") + frame(0x1, 0x4, 1, block) +
+                      frame(0x3, 0, 1, std::string(4, '\0')) + frame(0x0, 0x1, 1, message(99, 0));
+  EXPECT_TRUE(watch(reset, reset.size()).empty());
+  // An index the table does not have: the header table is unknown from here on, so nothing more.
+  std::string broken = std::string(k_h2_client_preface) + frame(0x4, 0, 0, "") + frame(0x1, 0x4, 1, "\xff\x7f") +
+                       frame(0x0, 0x1, 1, message(99, 0));
+  bool stopped = false;
+  EXPECT_TRUE(watch(broken, broken.size(), &stopped).empty());
+  EXPECT_TRUE(stopped);
+  // DATA on a stream that never had headers names no call.
+  std::string orphan = std::string(k_h2_client_preface) + frame(0x4, 0, 0, "") + frame(0x0, 0x1, 9, message(99, 0));
+  EXPECT_TRUE(watch(orphan, orphan.size()).empty());
+}
+
 TEST(Accepter, OutOfDescriptorsItDrainsTheBacklogAndThenAcceptsAgain) {
   int port = 0;
   int listen_fd = listening_socket(port);
