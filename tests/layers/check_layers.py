@@ -5,7 +5,7 @@ Follows every source file's #include lines through the project's own headers (tr
 fails, naming the chain, where a folder reaches a library it must not see:
   - LLVM only from server/compile/;
   - RocksDB only from server/store/;
-  - hiredis only from server/remote/redis*;
+  - hiredis only from server/remote/redis*, nghttp2 only from server/net/grpc_calls*;
   - gRPC and protobuf never from the cache core, the store, the remote tier or the compiler
     (server/cache, server/store, server/remote, server/compile), nor from common/.
 Usage: check_layers.py REPO_ROOT
@@ -22,6 +22,7 @@ LIBRARIES = {
     "LLVM": lambda h: h.startswith(("llvm/", "llvm-c/", "lld/", "clang/")),
     "RocksDB": lambda h: h.startswith("rocksdb/"),
     "hiredis": lambda h: h.startswith("hiredis/") or h in ("read.h", "sds.h"),
+    "nghttp2": lambda h: h.startswith("nghttp2/"),
     "gRPC/protobuf": lambda h: h.startswith(("grpc/", "grpcpp/", "grpc++/", "google/protobuf/")) or h.endswith(".pb.h"),
 }
 
@@ -30,6 +31,7 @@ RULES = [
     ("server/", "LLVM", ("server/compile/",)),
     ("server/", "RocksDB", ("server/store/",)),
     ("server/", "hiredis", ("server/remote/redis",)),
+    ("server/", "nghttp2", ("server/net/grpc_calls",)),
     ("server/cache/", "gRPC/protobuf", ()),
     ("server/store/", "gRPC/protobuf", ()),
     ("server/remote/", "gRPC/protobuf", ()),
