@@ -18,6 +18,9 @@ using Clock = std::chrono::steady_clock;
 // Beyond the job's deadline, time for its worker to report the overrun itself.
 constexpr auto k_deadline_slack = std::chrono::seconds(5);
 
+// The most CPUs one job is lent.
+constexpr std::size_t k_max_job_cpus = 8;
+
 std::string image_list(const std::vector<ImageMeta>& metas) {
   std::string out;
   for (const ImageMeta& m : metas) {
@@ -300,7 +303,13 @@ Expected<CompileOutput> Cache::compile_and_store(const CompileAsk& ask, const Jo
           std::lock_guard lock(pending->mutex);
           pending->started = std::min(pending->started, Clock::now());
         }
-        part_done(i, m_workers.compile(pending->parts[i], key));
+        // The job's own core, and the cores no other job will want now: idle() is 0 while jobs
+        // wait in the queue, so a split never takes a core a queued job needs, and it shrinks as
+        // the queue grows. The cubin's bytes do not depend on it (CompileJob::cpus).
+        CompileJob part = pending->parts[i];
+        CpuSlots::Lease cpus = m_pool.cpus().take(std::min(1 + m_pool.idle(), k_max_job_cpus));
+        part.cpus = cpus.cpus();
+        part_done(i, m_workers.compile(part, key));
       });
       if (!queued) part_done(i, queued.error());
     }

@@ -25,6 +25,11 @@ struct CompileJob {
   // Child processes (ptxas, nvlink) still running then are killed. LLVM itself runs in process
   // and cannot be stopped part-way; isolated workers will bound it too.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The CPUs lent to this job (worker/cpus.hpp): its worker pins itself to them, so the cubin
+  // assembler's split compile (cubin.cpp) takes those cores and no others; empty: any. The cubin
+  // is the same bytes whatever was lent (tests/unit/nvptx_pipeline_test.cpp), so it is no part of
+  // the key.
+  std::vector<unsigned> cpus = {};
 };
 
 struct CompileOutput {

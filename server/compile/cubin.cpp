@@ -14,6 +14,13 @@
 namespace kcache::server {
 namespace {
 
+// The split compile (ptxas --split-compile, nvJitLink -split-compile) is always asked for with this
+// count: the assembler writes its command line into the cubin (.note.nv.tkinfo), so a count that
+// followed the load would make other bytes for one key. How many cores it really takes is the
+// CPUs the job was lent (CompileJob::cpus: its worker is pinned to them): one when the machine
+// is busy, more when other cores are idle.
+constexpr int k_split_compile = 8;
+
 struct Assembled {
   std::string cubin;
   std::string log;  // resource usage per kernel, warnings
@@ -42,6 +49,7 @@ Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const Compil
                                      "--opt-level=" + std::to_string(job.spec.options.opt_level)};
     if (job.spec.options.debug_info) argv.push_back("--device-debug");
     if (job.spec.options.lineinfo) argv.push_back("--generate-line-info");
+    argv.push_back("--split-compile=" + std::to_string(k_split_compile));
     if (link) argv.push_back("--compile-only");
     argv.insert(argv.end(), {"-o", (link ? object : out).string(), in.string()});
     auto run = run_process(argv, job.deadline);
@@ -74,6 +82,7 @@ Expected<Assembled> assemble_with_nvjitlink(const Toolchain& toolchain, const Co
   std::vector<std::string> options = {"-Xptxas=--opt-level=" + std::to_string(job.spec.options.opt_level)};
   if (job.spec.options.debug_info) options.push_back("-g");
   if (job.spec.options.lineinfo) options.push_back("-lineinfo");
+  options.push_back("-split-compile=" + std::to_string(k_split_compile));
   std::vector<std::filesystem::path> libraries;
   if (device_runtime) libraries.push_back(toolchain.cudadevrt);
   auto result = toolchain.nvjitlink->assemble(ptx, arch, options, libraries, failure_code);

@@ -14,7 +14,7 @@
 namespace kcache::server {
 
 // Bumped whenever the pipelines change what they emit for the same input.
-inline constexpr int k_pipeline_version = 2;  // 2: libraries linked lazily (function order), AMDGPU
+inline constexpr int k_pipeline_version = 3;  // 2: libraries linked lazily (function order), AMDGPU; 3: cubins assembled with a split compile (cubin.cpp)
 
 // What assembles PTX to cubin: nvJitLink in process where the toolkit has it, else ptxas.
 enum class CubinAssembler { automatic, nvjitlink, ptxas };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kcache/expected.hpp"
+#include "worker/cpus.hpp"
 
 namespace kcache::server {
 
@@ -35,6 +36,8 @@ class JobQueue {
   // Threads free to start a job now: none while jobs wait in the queue, or after shutdown().
   std::size_t idle() const;
   std::size_t workers() const { return m_threads.size(); }
+  // The CPUs jobs are lent (cpus.hpp).
+  CpuSlots& cpus() { return m_cpus; }
 
  private:
   void run();
@@ -46,6 +49,7 @@ class JobQueue {
   bool m_stopping = false;
   std::atomic<std::size_t> m_running{0};
   std::vector<std::thread> m_threads;
+  CpuSlots m_cpus;
 };
 
 }  // namespace kcache::server

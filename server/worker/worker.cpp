@@ -1,5 +1,7 @@
 #include "worker/worker.hpp"
 
+#include "worker/cpus.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -105,6 +107,11 @@ Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
     compile_job.images.push_back({ref.arch(), *kind});
   }
   if (job.time_left_ms() > 0) compile_job.deadline = Clock::now() + std::chrono::milliseconds(job.time_left_ms());
+  // The CPUs this job was lent, for it and the assembler threads and processes it starts; a job
+  // lent none runs anywhere (the worker's first affinity set, before any job pinned it).
+  static const std::vector<unsigned> k_all_cpus = CpuSlots::allowed();
+  compile_job.cpus.assign(job.cpus().begin(), job.cpus().end());
+  CpuSlots::pin(compile_job.cpus, k_all_cpus);
   fault_hook(compile_job);
   return compiler.compile(compile_job);
 }
@@ -326,6 +333,7 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
   for (const auto& [name, bytes] : job.headers) headers.push_back({name, bytes});
   wire::set_headers(headers, *message.mutable_request());
   message.set_ptx_isa_cap(static_cast<std::uint32_t>(job.spec.ptx_isa_cap));
+  message.mutable_cpus()->Assign(job.cpus.begin(), job.cpus.end());
   for (const ImageRequest& r : job.images) {
     ImageRef* ref = message.add_images();
     ref->set_arch(r.arch);

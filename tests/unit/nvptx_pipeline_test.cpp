@@ -2,7 +2,10 @@
 // the errors a person can act on.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "compile/compiler.hpp"
+#include "worker/cpus.hpp"
 #include "compile_support.hpp"
 #include "test_support.hpp"
 
@@ -200,6 +203,102 @@ TEST(CubinAssemblers, NvJitLinkAndPtxasBothMakeCudaElfsWithResourceUsage) {
     ASSERT_EQ(out->images[0].meta.kernels.size(), 1u);
     EXPECT_GT(out->images[0].meta.kernels[0].registers, 0u) << assembler_name(c->toolchain());
   }
+}
+
+}  // namespace
+}  // namespace kcache::server
+
+namespace kcache::server {
+namespace {
+
+// A module of `kernels` kernels, each a long chain of dependent floating-point work over values it
+// loads: enough functions and code for ptxas to split its work across threads.
+std::string many_kernels(int kernels) {
+  std::string ir = "target triple = \"nvptx64-nvidia-cuda\"\n"
+                   "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n";
+  for (int k = 0; k < kernels; ++k) {
+    std::string n = std::to_string(k);
+    ir += "define ptx_kernel void @chain" + n + "(ptr addrspace(1) %x, ptr addrspace(1) %y) {\n"
+          "  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %i = sext i32 %t to i64\n";
+    for (int v = 0; v < 16; ++v) {
+      std::string s = std::to_string(v);
+      ir += "  %p" + s + " = getelementptr float, ptr addrspace(1) %x, i64 " + std::to_string(v * 64 + k) + "\n"
+            "  %q" + s + " = getelementptr float, ptr addrspace(1) %p" + s + ", i64 %i\n"
+            "  %v" + s + " = load float, ptr addrspace(1) %q" + s + "\n";
+    }
+    std::string acc = "%v0";
+    for (int step = 0; step < 96; ++step) {
+      std::string a = "%a" + std::to_string(step), m = "%m" + std::to_string(step);
+      std::string v = "%v" + std::to_string((step * 7 + k) % 16);
+      ir += "  " + m + " = fmul float " + acc + ", " + v + "\n  " + a + " = fadd float " + m + ", " +
+            "%v" + std::to_string((step + k) % 16) + "\n";
+      acc = a;
+    }
+    ir += "  %out = getelementptr float, ptr addrspace(1) %y, i64 %i\n  store float " + acc +
+          ", ptr addrspace(1) %out\n  ret void\n}\n";
+  }
+  return ir;
+}
+
+// A miss may assemble its cubin on the cores no other job is using: its worker pins itself to the
+// CPUs it was lent (CompileJob::cpus) and the assembler's split compile runs on those. The count
+// is no part of the key, so the cubin must be the same bytes however many cores made it, with
+// either assembler (the assembler writes its options into the cubin: they must not follow the
+// load).
+TEST(CubinAssemblers, TheCubinIsTheSameHoweverManyCoresAssembleIt) {
+  const Compiler& automatic = compiler();
+  if (!automatic.toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  static const Compiler ptxas(detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas));
+  const std::vector<unsigned> all = CpuSlots::allowed();
+  ASSERT_FALSE(all.empty());
+  std::string module = many_kernels(8);
+  for (const Compiler* c : {&automatic, &ptxas}) {
+    SCOPED_TRACE(assembler_name(c->toolchain()));
+    JobSpec spec;
+    ASSERT_TRUE(canonicalize(spec, c->toolchain().host_triple));
+    std::optional<Image> first;
+    for (const std::vector<unsigned>& cpus : {std::vector<unsigned>{all.front()}, all}) {
+      ASSERT_TRUE(CpuSlots::pin(cpus, all));
+      CompileJob job{spec, {module}, {{"sm_80", ImageKind::cubin}}};
+      job.cpus = cpus;
+      auto out = c->compile(job);
+      ASSERT_TRUE(CpuSlots::pin({}, all));
+      ASSERT_TRUE(out) << cpus.size() << " cores: " << out.error().message;
+      const Image& image = out->images.at(0);
+      ASSERT_EQ(image.meta.kernels.size(), 8u);
+      if (!first) {
+        first = image;
+        continue;
+      }
+      EXPECT_EQ(image.meta.sha256, first->meta.sha256) << cpus.size() << " cores made other bytes";
+      EXPECT_EQ(image.meta.kernels, first->meta.kernels) << cpus.size() << " cores reported other resources";
+    }
+  }
+}
+
+TEST(CpuSlots, LendsEachCpuToOneJobAtATime) {
+  CpuSlots slots({0, 1, 2});
+  EXPECT_EQ(slots.size(), 3u);
+  {
+    CpuSlots::Lease two = slots.take(2);
+    EXPECT_EQ(two.cpus(), (std::vector<unsigned>{0, 1}));
+    CpuSlots::Lease rest = slots.take(4);
+    EXPECT_EQ(rest.cpus(), (std::vector<unsigned>{2}));
+    EXPECT_TRUE(slots.take(1).cpus().empty()) << "none free: the job is pinned nowhere";
+    EXPECT_EQ(slots.free(), 0u);
+    CpuSlots::Lease moved = std::move(two);
+    EXPECT_EQ(slots.free(), 0u);
+  }
+  EXPECT_EQ(slots.free(), 3u) << "every lease gives its CPUs back";
+}
+
+TEST(CpuSlots, PinningLimitsWhereTheThreadRuns) {
+  const std::vector<unsigned> all = CpuSlots::allowed();
+  ASSERT_FALSE(all.empty());
+  ASSERT_TRUE(CpuSlots::pin({all.back()}, all));
+  EXPECT_EQ(CpuSlots::allowed(), (std::vector<unsigned>{all.back()}));
+  ASSERT_TRUE(CpuSlots::pin({}, all));
+  EXPECT_EQ(CpuSlots::allowed(), all);
 }
 
 }  // namespace
