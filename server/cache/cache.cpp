@@ -303,11 +303,11 @@ Expected<CompileOutput> Cache::compile_and_store(const CompileAsk& ask, const Jo
           std::lock_guard lock(pending->mutex);
           pending->started = std::min(pending->started, Clock::now());
         }
-        // The job's own core, and the cores no other job will want now: idle() is 0 while jobs
-        // wait in the queue, so a split never takes a core a queued job needs, and it shrinks as
-        // the queue grows. The cubin's bytes do not depend on it (CompileJob::cpus).
+        // The job's own core and, while no job waits in the queue, every core no other job holds:
+        // a split never takes a core a queued job needs, and it shrinks to one as the queue
+        // grows. The cubin's bytes do not depend on it (CompileJob::cpus).
         CompileJob part = pending->parts[i];
-        CpuSlots::Lease cpus = m_pool.cpus().take(std::min(1 + m_pool.idle(), k_max_job_cpus));
+        CpuSlots::Lease cpus = m_pool.cpus().take(m_pool.queue_depth() == 0 ? k_max_job_cpus : 1);
         part.cpus = cpus.cpus();
         part_done(i, m_workers.compile(part, key));
       });

@@ -17,11 +17,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "compile/cubin.hpp"
 #include "compile/device_symbols.hpp"
@@ -247,8 +250,17 @@ Expected<CompileOutput> compile_nvptx(const Toolchain& toolchain, const CompileJ
   apply_debug_options(module, job.spec.options);
   if (job.spec.options.fast_math) apply_fast_math(module);
 
-  // One PTX per arch, shared by that arch's ptx and cubin images.
+  // One PTX per arch, shared by that arch's ptx and cubin images. LLVM makes them one arch after
+  // another (one module, one thread); each arch's cubin is assembled on a thread of its own while
+  // LLVM goes on to the next arch, as many at once as the job was lent CPUs (at least one).
+  struct Assembly {
+    std::future<Expected<Image>> image;
+    std::vector<std::string> diagnostics;
+  };
   std::map<std::string, std::string> ptx_by_arch;
+  std::vector<std::unique_ptr<Assembly>> assemblies;  // one per cubin image, in image order
+  std::vector<std::variant<Image, Assembly*>> images;  // one per job image, in order
+  const std::size_t in_flight = std::max<std::size_t>(1, job.cpus.size());
   for (const ImageRequest& want : job.images) {
     auto ptx = ptx_by_arch.find(want.arch);
     if (ptx == ptx_by_arch.end()) {
@@ -258,14 +270,34 @@ Expected<CompileOutput> compile_nvptx(const Toolchain& toolchain, const CompileJ
       ptx = ptx_by_arch.emplace(want.arch, std::move(*emitted)).first;
     }
     if (want.kind == ImageKind::ptx) {
-      out.images.push_back(make_image(want, ptx->second, ptx_entries(ptx->second)));
+      images.emplace_back(make_image(want, ptx->second, ptx_entries(ptx->second)));
       continue;
     }
+    if (assemblies.size() >= in_flight) assemblies[assemblies.size() - in_flight]->image.wait();
+    auto& a = assemblies.emplace_back(std::make_unique<Assembly>());
     std::vector<std::string_view> link = {ptx->second};
     link.insert(link.end(), user_ptx.begin(), user_ptx.end());
-    auto cubin = assemble_cubin(toolchain, job, link, want.arch, false, out.diagnostics);
-    if (!cubin) return cubin.error();
+    a->image = std::async(std::launch::async, [&toolchain, &job, link, arch = want.arch, diagnostics = &a->diagnostics] {
+      return assemble_cubin(toolchain, job, link, arch, false, *diagnostics);
+    });
+    images.emplace_back(a.get());
+  }
+  // In image order: the first failure is the job's, and diagnostics keep their order.
+  for (auto& image : images) {
+    if (auto* made = std::get_if<Image>(&image)) {
+      out.images.push_back(std::move(*made));
+      continue;
+    }
+    Assembly* a = std::get<Assembly*>(image);
+    auto cubin = a->image.get();
+    if (!cubin) {
+      for (auto& rest : assemblies) {
+        if (rest->image.valid()) rest->image.wait();  // none outlives the PTX it reads
+      }
+      return cubin.error();
+    }
     out.images.push_back(std::move(*cubin));
+    out.diagnostics.insert(out.diagnostics.end(), a->diagnostics.begin(), a->diagnostics.end());
   }
   out.diagnostics.insert(out.diagnostics.begin(), diags.warnings.begin(), diags.warnings.end());
   return out;

@@ -303,3 +303,37 @@ TEST(CpuSlots, PinningLimitsWhereTheThreadRuns) {
 
 }  // namespace
 }  // namespace kcache::server
+
+namespace kcache::server {
+namespace {
+
+// A job's cubins are assembled while LLVM goes on to the next arch, as many at once as the job
+// has CPUs: the images, their order and the diagnostics are the same as one at a time.
+TEST(CubinAssemblers, ArchsAssembledAtOnceGiveWhatOneAtATimeGives) {
+  const Compiler& c = compiler();
+  if (!c.toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  JobSpec spec;
+  ASSERT_TRUE(canonicalize(spec, c.toolchain().host_triple));
+  std::string module = many_kernels(4);
+  std::vector<ImageRequest> images = {{"sm_80", ImageKind::cubin}, {"sm_80", ImageKind::ptx}, {"sm_86", ImageKind::cubin},
+                                      {"sm_90", ImageKind::ptx},   {"sm_90", ImageKind::cubin}};
+  std::vector<std::vector<std::string>> made;
+  for (std::vector<unsigned> cpus : {std::vector<unsigned>{0}, std::vector<unsigned>{0, 1, 2}}) {
+    CompileJob job{spec, {module}, images};
+    job.cpus = cpus;  // how many assemble at once (the test thread is not pinned)
+    auto out = c.compile(job);
+    ASSERT_TRUE(out) << out.error().message;
+    ASSERT_EQ(out->images.size(), images.size());
+    std::vector<std::string> digests;
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      EXPECT_EQ(out->images[i].meta.id(), images[i]) << "image " << i << " out of order";
+      digests.push_back(to_hex(out->images[i].meta.sha256));
+    }
+    digests.insert(digests.end(), out->diagnostics.begin(), out->diagnostics.end());
+    made.push_back(digests);
+  }
+  EXPECT_EQ(made[0], made[1]);
+}
+
+}  // namespace
+}  // namespace kcache::server
