@@ -1,7 +1,8 @@
 // Tensor-core GEMMs written the way the CUDA samples' cudaTensorCoreGemm, bf16TensorCoreGemm,
 // tf32TensorCoreGemm and dmmaTensorCoreGemm are: a block of 8 warps computes a 128x128 tile of C,
-// each warp a 2x4 grid of WMMA fragments, over 16 fragments of K per pass, over K in chunks staged through shared memory with the
-// loops unrolled. Four element types, four kernels: the heaviest modules a build farm assembles.
+// each warp a 2x4 grid of WMMA fragments, over K in passes of 16 fragments staged through shared
+// memory, with the loops unrolled. Four element types, each for any K and specialized for K = 512
+// (whose passes unroll whole): the heaviest modules a build farm assembles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -16,9 +17,12 @@ constexpr int kWarpRowTiles = 2, kWarpColTiles = 4;
 constexpr int kChunkK = 16;  // fragments of K staged per pass
 constexpr int kSkew = 8;    // shared-memory padding against bank conflicts
 
-template <typename In, typename Acc, int M, int N, int K, typename Frag = In>
+// FixedK: K known when compiled (0: at run time), as libraries specialize their kernels for the
+// shapes a model uses; its passes are unrolled whole.
+template <typename In, typename Acc, int M, int N, int K, typename Frag = In, int FixedK = 0>
 __device__ void gemm_tile(const In* __restrict__ a, const In* __restrict__ b, const Acc* __restrict__ c,
-                          Acc* __restrict__ d, int m_global, int n_global, int k_global, Acc alpha, Acc beta) {
+                          Acc* __restrict__ d, int m_global, int n_global, int k_runtime, Acc alpha, Acc beta) {
+  const int k_global = FixedK > 0 ? FixedK : k_runtime;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
   In* shmem = reinterpret_cast<In*>(shared_bytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -35,7 +39,7 @@ __device__ void gemm_tile(const In* __restrict__ a, const In* __restrict__ b, co
   const int lda = kChunkK * K + kSkew;
   In* a_tile = shmem;
   In* b_tile = shmem + kBlockRows * lda;
-  for (int k0 = 0; k0 < k_global; k0 += kChunkK * K) {
+  auto pass = [&](int k0) {
     // Stage A (128 x kChunkK*K) and B (kChunkK*K x 128) through shared memory, every thread copying.
 #pragma unroll 4
     for (int e = threadIdx.x; e < kBlockRows * kChunkK * K; e += kWarps * 32) {
@@ -63,6 +67,12 @@ __device__ void gemm_tile(const In* __restrict__ a, const In* __restrict__ b, co
       }
     }
     __syncthreads();
+  };
+  if constexpr (FixedK > 0) {
+#pragma unroll
+    for (int k0 = 0; k0 < FixedK; k0 += kChunkK * K) pass(k0);
+  } else {
+    for (int k0 = 0; k0 < k_global; k0 += kChunkK * K) pass(k0);
   }
 
   // D = alpha * A*B + beta * C, fragment by fragment.
@@ -103,4 +113,28 @@ extern "C" __global__ void __launch_bounds__(256) gemm_tf32(const float* a, cons
 extern "C" __global__ void __launch_bounds__(256) gemm_f64(const double* a, const double* b, const double* c, double* d,
                                                             int m, int n, int k, double alpha, double beta) {
   gemm_tile<double, double, 8, 8, 4>(a, b, c, d, m, n, k, alpha, beta);
+}
+
+// The same four, specialized for K = 512.
+extern "C" __global__ void __launch_bounds__(256) gemm_f16_k512(const half* a, const half* b, const float* c, float* d,
+                                                                 int m, int n, int k, float alpha, float beta) {
+  gemm_tile<half, float, 16, 16, 16, half, 512>(a, b, c, d, m, n, k, alpha, beta);
+}
+
+extern "C" __global__ void __launch_bounds__(256) gemm_bf16_k512(const __nv_bfloat16* a, const __nv_bfloat16* b,
+                                                                  const float* c, float* d, int m, int n, int k,
+                                                                  float alpha, float beta) {
+  gemm_tile<__nv_bfloat16, float, 16, 16, 16, __nv_bfloat16, 512>(a, b, c, d, m, n, k, alpha, beta);
+}
+
+extern "C" __global__ void __launch_bounds__(256) gemm_tf32_k512(const float* a, const float* b, const float* c,
+                                                                  float* d, int m, int n, int k, float alpha,
+                                                                  float beta) {
+  gemm_tile<float, float, 16, 16, 8, wmma::precision::tf32, 512>(a, b, c, d, m, n, k, alpha, beta);
+}
+
+extern "C" __global__ void __launch_bounds__(256) gemm_f64_k512(const double* a, const double* b, const double* c,
+                                                                 double* d, int m, int n, int k, double alpha,
+                                                                 double beta) {
+  gemm_tile<double, double, 8, 8, 4, double, 512>(a, b, c, d, m, n, k, alpha, beta);
 }
