@@ -14,12 +14,15 @@ toolchain doing the same work as processes, in the same run on the same machine.
   4. heavy       the kernels that cost the most, reported apart: the largest modules of the corpus
                  and bench/corpus/heavy (tensor-core GEMMs and unrolled FFTs written like real
                  ones), sm_80, one job at a time (nothing else queued), beside the bare toolchain
-                 with ptxas at its own default (-O3) and at kcache's level (-O2).
+                 with ptxas at its own default (-O3) and at kcache's level (-O2);
+  5. concurrent  16 distinct modules sent at once to a kcached of 2 workers (the queue full, so
+                 every job gets one CPU), beside the bare toolchain running the same 16 two at a
+                 time (one per core), wall time.
 
 Reports the median of the rounds and the ratios; writes bench/results/miss_path.{md,csv}.
 Usage: bench/miss_path.py [build-dir]      ROUNDS=3 by default; KCACHE_BENCH_OUT for the folder;
        KCACHE_BENCH_MODULES=N for the first N modules only (a quick try);
-       KCACHE_BENCH_PARTS="small heavy" (parts 1-3 are "small", 4 is "heavy").
+       KCACHE_BENCH_PARTS="small heavy concurrent" (parts 1-3 are "small", 4 "heavy", 5 "concurrent").
 """
 import os
 import re
@@ -28,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -48,7 +52,8 @@ THREE_ARCHS = ["sm_80", "sm_86", "sm_90"]
 WORKERS = "2"
 HEAVY_DIR = ROOT / "bench" / "corpus" / "heavy"
 HEAVY_FROM_CORPUS = 3  # the corpus's largest modules (sm_80 bitcode) in the heavy set
-PARTS = os.environ.get("KCACHE_BENCH_PARTS", "small heavy").split()
+PARTS = os.environ.get("KCACHE_BENCH_PARTS", "small heavy concurrent").split()
+CONCURRENT = 16
 CLANG = shutil.which("clang-22") or str(LLVM_BIN / "clang")
 
 
@@ -197,6 +202,39 @@ def write_results(name, md, rows):
     render_readme.render_after_run(OUT)
 
 
+def concurrent_round(modules, work, r):
+    """CONCURRENT distinct sm_80 modules at once: kcache (one client process each, against a fresh
+    kcached of 2 workers) and the bare toolchain (two at a time); wall seconds of each."""
+    chosen = [m for m in modules if "sm_80" in m["archs"] and not m["rdc"] and not m["cdp"]][:CONCURRENT]
+    d = Daemon(work, f"{r}.concurrent")
+    start = time.perf_counter()
+    procs = [subprocess.Popen([KCACHE, "--server", d.server, "compile", *[bitcode(s, "sm_80") for s in m["stems"]],
+                               "--arch", "sm_80", "--emit", "ptx,cubin", "--out-dir", work / f"outc.{r}.{i}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for i, m in enumerate(chosen)]
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode != 0:
+            die(f"a concurrent compile failed: {err.decode(errors='replace')[:2000]}")
+    kc = time.perf_counter() - start
+    d.stop()
+    start = time.perf_counter()
+    pending = list(enumerate(chosen))
+    while pending:
+        pair = [pending.pop(0) for _ in range(min(2, len(pending)))]
+        dirs = []
+        for i, _ in pair:
+            dirs.append(work / f"bare.{r}.{i}")
+            dirs[-1].mkdir(exist_ok=True)
+        threads = [threading.Thread(target=reference, args=(m, "sm_80", "sm_80", w)) for (i, m), w in zip(pair, dirs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    bare = time.perf_counter() - start
+    return {"kcache": kc, "bare": bare, "modules": float(len(chosen))}
+
+
 def one_round(modules, work, r):
     row = {}
     d = Daemon(work, f"{r}.miss")
@@ -238,7 +276,7 @@ def main():
     jobs = sum(len(m["archs"]) for m in modules)
     three = sum(1 for m in modules if "sm_80" in m["archs"])
     work = Path(tempfile.mkdtemp(prefix="kcache-miss."))
-    rows, heavy_rows, heavy = [], [], []
+    rows, heavy_rows, heavy, conc_rows = [], [], [], []
     try:
         if "heavy" in PARTS:
             heavy = heavy_modules(modules, work)
@@ -246,6 +284,10 @@ def main():
             if "small" in PARTS:
                 rows.append(one_round(modules, work, r))
                 print(f"round {r + 1}/{ROUNDS}: " + ", ".join(f"{k} {v:.2f} s" for k, v in rows[-1].items()), flush=True)
+            if "concurrent" in PARTS:
+                conc_rows.append(concurrent_round(modules, work, r))
+                print(f"concurrent round {r + 1}/{ROUNDS}: kcache {conc_rows[-1]['kcache']:.2f} s, "
+                      f"bare {conc_rows[-1]['bare']:.2f} s", flush=True)
             if heavy:
                 heavy_rows.append(heavy_round(heavy, work, r))
                 print(f"heavy round {r + 1}/{ROUNDS}: " +
@@ -279,6 +321,21 @@ def main():
             f"Target: 3-arch jobs with 2 workers <= 0.7x three sequential reference runs: {verdict3} ({ratio3:.2f})",
         ]
         write_results("miss_path", md, rows)
+    if conc_rows:
+        cmed = {k: statistics.median(row[k] for row in conc_rows) for k in ("kcache", "bare")}
+        n = int(conc_rows[0]["modules"])
+        cmd = [
+            f"Concurrent misses: {n} distinct corpus modules (sm_80, PTX + cubin) sent at once to a kcached with "
+            f"{WORKERS} workers, beside the bare toolchain running the same {n} two at a time; wall time, median of "
+            f"{ROUNDS} rounds on {cpus} CPUs.",
+            "",
+            "| kcache s | bare toolchain s | kcache / bare |",
+            "|---|---|---|",
+            f"| {cmed['kcache']:.2f} | {cmed['bare']:.2f} | {cmed['kcache'] / cmed['bare']:.2f} |",
+            "",
+            "With the queue full every job is lent one CPU, so a busy daemon's throughput is what this measures.",
+        ]
+        write_results("miss_path_concurrent", cmd, [{k: row[k] for k in ("kcache", "bare")} for row in conc_rows])
     if heavy_rows:
         hmed = {k: statistics.median(row[k] for row in heavy_rows) for k in heavy_rows[0]}
         total = {w: sum(hmed[f"{m['name']}:{w}"] for m in heavy) for w in ("kcache", "bare_O3", "bare_O2")}
