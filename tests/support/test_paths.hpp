@@ -10,6 +10,7 @@ extern const char* const k_faulty_daemon;      // build/tests/kcached-faults
 extern const char* const k_cli;                // build/client/kcache
 extern const char* const k_capi_test;          // build/tests/kcache_capi_test
 extern const char* const k_test_data;          // tests/data in the source tree
+extern const char* const k_source_dir;         // the source tree
 extern const char* const k_llc;                // LLVM 22's llc
 extern const char* const k_clang;              // clang-22
 extern const char* const k_llvm_tools;         // LLVM 22's bin folder
@@ -28,6 +29,7 @@ extern const char* const k_hip_corpus_skip;    // why it was not built
 #define KCACHE_CLI_PATH ::kcache::test::paths::k_cli
 #define KCACHE_CAPI_TEST_PATH ::kcache::test::paths::k_capi_test
 #define KCACHE_TEST_DATA_DIR ::kcache::test::paths::k_test_data
+#define KCACHE_SOURCE_DIR ::kcache::test::paths::k_source_dir
 #define KCACHE_LLC_PATH ::kcache::test::paths::k_llc
 #define KCACHE_CLANG_PATH ::kcache::test::paths::k_clang
 #define KCACHE_LLVM_TOOLS_DIR ::kcache::test::paths::k_llvm_tools
