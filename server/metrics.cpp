@@ -203,6 +203,22 @@ std::string Metrics::render(const v1::Stats& stats) {
     out << "kcache_requests_total{service=\"" << label(rc.service()) << "\",method=\"" << label(rc.method())
         << "\",code=\"" << rc.code() << "\"} " << rc.count() << "\n";
   }
+  out << "# HELP kcache_steps_total Build steps (the compiler launcher's cicc, ptxas and host compiles) by tool "
+         "and what became of them\n"
+      << "# TYPE kcache_steps_total counter\n";
+  for (const v1::StepCount& sc : stats.steps()) {
+    const std::pair<const char*, std::uint64_t> outcomes[] = {{"hit", sc.hits()},       {"miss", sc.misses()},
+                                                              {"coalesced", sc.coalesced()}, {"stored", sc.stored()},
+                                                              {"failed", sc.failed()}};
+    for (const auto& [outcome, count] : outcomes) {
+      out << "kcache_steps_total{tool=\"" << label(sc.tool()) << "\",outcome=\"" << outcome << "\"} " << count << "\n";
+    }
+  }
+  out << "# HELP kcache_launcher_uncacheable_total Compiles launchers ran without the cache, by reason\n"
+      << "# TYPE kcache_launcher_uncacheable_total counter\n";
+  for (const v1::ReasonCount& rc : stats.uncacheable()) {
+    out << "kcache_launcher_uncacheable_total{reason=\"" << label(rc.reason()) << "\"} " << rc.count() << "\n";
+  }
   out << "# HELP kcache_compile_duration_seconds Compile time on a worker\n"
       << "# TYPE kcache_compile_duration_seconds histogram\n";
   write_histogram(out, "kcache_compile_duration_seconds", "", stats.compile_seconds(), stats.compile_seconds_sum());

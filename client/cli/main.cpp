@@ -17,6 +17,7 @@
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
 #include "kcache/client_job.hpp"
+#include "launcher/launcher.hpp"
 #include "manifest.hpp"
 #include "output.hpp"
 #include "wire/wire.hpp"
@@ -292,6 +293,8 @@ kcache::ClientOptions client_options(const GlobalFlags& g, std::string token) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `kcache nvcc ...`: the compiler launcher (launcher/launcher.hpp).
+  if (std::optional<int> launched = kcache::launcher::launch_if_compiler(argc, argv)) return *launched;
   CLI::App app{"kcache: client of the kcached GPU compile cache", "kcache"};
   app.footer(k_exit_help);
   app.require_subcommand(1);

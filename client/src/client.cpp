@@ -307,6 +307,22 @@ Expected<v1::Stats> Client::stats() {
   return stats;
 }
 
+Expected<v1::StepResponse> Client::step(const v1::StepRequest& request) {
+  v1::StepResponse response;
+  grpc::Status s = stub()->Step(context().get(), request, &response);
+  if (!s.ok()) return error(s);
+  return response;
+}
+
+Expected<void> Client::report_uncacheable(std::string_view reason) {
+  v1::UncacheableReport report;
+  report.set_reason(std::string(reason));
+  v1::UncacheableReply reply;
+  grpc::Status s = stub()->ReportUncacheable(context().get(), report, &reply);
+  if (!s.ok()) return error(s);
+  return {};
+}
+
 Expected<void> Client::health() {
   std::shared_ptr<grpc::Channel> channel;
   {

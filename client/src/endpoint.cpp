@@ -15,12 +15,16 @@ namespace {
 // A token is one line: a file past this is not a token file.
 constexpr std::uint64_t k_max_token_file_bytes = 64 << 10;
 
+}  // namespace
+
 std::filesystem::path state_dir() {
   if (const char* d = std::getenv("KCACHE_STATE_DIR"); d != nullptr && *d != '\0') return d;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d != nullptr && *d != '\0') return std::filesystem::path(d) / "kcache";
   if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') return std::filesystem::path(h) / ".cache" / "kcache";
   return {};
 }
+
+namespace {
 
 // servers/ADDRESS, with every character but [A-Za-z0-9.-] as '_'.
 std::filesystem::path state_file(std::string_view server) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ struct ServerState {
 };
 
 std::optional<ServerState> load_server_state(std::string_view server);
+// The folder a client keeps its state in: $KCACHE_STATE_DIR, else $XDG_CACHE_HOME/kcache, else
+// ~/.cache/kcache; empty when none of them is set.
+std::filesystem::path state_dir();
 // Writes atomically (a temporary file renamed); failures are ignored: the state is a cache.
 void save_server_state(std::string_view server, const ServerState& state);
 

@@ -49,6 +49,7 @@ std::string_view kind_name(ImageKind kind) {
     case ImageKind::ltoir: return "ltoir";
     case ImageKind::hsaco: return "hsaco";
     case ImageKind::amdgcn: return "amdgcn";
+    case ImageKind::file: return "file";
   }
   return "?";
 }
@@ -482,6 +483,10 @@ Expected<std::vector<ImageRequest>> plan_images(const JobSpec& spec, const std::
     }
   }
   for (ImageKind kind : kinds) {
+    if (kind == ImageKind::file) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "image kind 'file' is a build step's output (Step), never a compile's");
+    }
     if (kind_side(kind) != spec.side) {
       return make_error(ErrorCode::k_invalid_argument,
                         std::string("image kind '") + std::string(kind_name(kind)) + "' is not produced by " +

@@ -6,6 +6,7 @@
 #include <nettle/sha2.h>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace kcache {
 
@@ -37,6 +38,19 @@ Digest sha256(std::string_view bytes) {
 }
 
 std::string sha256_hex(std::string_view bytes) { return to_hex(sha256(bytes)); }
+
+std::optional<Digest> sha256_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return std::nullopt;
+  Sha256 h;
+  std::string buf(1 << 20, '\0');
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) h.update({buf.data(), n});
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return std::nullopt;
+  return h.finish();
+}
 
 std::string to_hex(std::string_view bytes) {
   static constexpr char k_digits[] = "0123456789abcdef";

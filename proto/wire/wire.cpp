@@ -62,6 +62,7 @@ std::optional<ImageKind> from_proto(v1::ImageKind kind) {
     case v1::KIND_LTOIR: return ImageKind::ltoir;
     case v1::KIND_HSACO: return ImageKind::hsaco;
     case v1::KIND_AMDGCN: return ImageKind::amdgcn;
+    case v1::KIND_FILE: return ImageKind::file;
     default: return std::nullopt;
   }
 }
@@ -74,6 +75,7 @@ v1::ImageKind to_proto(ImageKind kind) {
     case ImageKind::ltoir: return v1::KIND_LTOIR;
     case ImageKind::hsaco: return v1::KIND_HSACO;
     case ImageKind::amdgcn: return v1::KIND_AMDGCN;
+    case ImageKind::file: return v1::KIND_FILE;
   }
   return v1::KIND_UNSPECIFIED;
 }
@@ -336,6 +338,66 @@ Error from_status(const grpc::Status& status) {
 double hit_ratio(const v1::Stats& stats) {
   std::uint64_t requests = stats.hits() + stats.misses() + stats.coalesced();
   return requests == 0 ? 0.0 : static_cast<double>(stats.hits()) / static_cast<double>(requests);
+}
+
+}  // namespace kcache::wire
+
+namespace kcache::wire {
+
+v1::StepTool to_proto(StepTool tool) {
+  switch (tool) {
+    case StepTool::cicc: return v1::STEP_TOOL_CICC;
+    case StepTool::ptxas: return v1::STEP_TOOL_PTXAS;
+    case StepTool::host: return v1::STEP_TOOL_HOST;
+  }
+  return v1::STEP_TOOL_UNSPECIFIED;
+}
+
+std::optional<StepTool> from_proto(v1::StepTool tool) {
+  switch (tool) {
+    case v1::STEP_TOOL_CICC: return StepTool::cicc;
+    case v1::STEP_TOOL_PTXAS: return StepTool::ptxas;
+    case v1::STEP_TOOL_HOST: return StepTool::host;
+    default: return std::nullopt;
+  }
+}
+
+Expected<StepAsk> step_ask(const v1::StepRequest& request) {
+  StepAsk ask;
+  auto tool = from_proto(request.tool());
+  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, ptxas or host");
+  ask.spec.tool = *tool;
+  auto identity = digest_from_hex(request.tool_digest());
+  if (!identity) {
+    return make_error(ErrorCode::k_invalid_argument, "tool_digest is not a SHA-256 (64 hex digits)");
+  }
+  ask.spec.tool_digest = *identity;
+  ask.spec.args.assign(request.args().begin(), request.args().end());
+  ask.spec.outputs.assign(request.outputs().begin(), request.outputs().end());
+  const bool device = step_side(*tool) == Side::device;
+  for (const v1::StepFile& file : request.inputs()) {
+    ask.spec.inputs.push_back(file.name());
+    if (device || !file.content().empty()) {
+      ask.inputs.push_back(file.content());
+      ask.input_digests.push_back(sha256(file.content()));
+      ask.input_bytes += file.content().size();
+      continue;
+    }
+    auto digest = digest_from_hex(file.sha256());
+    if (!digest) {
+      return make_error(ErrorCode::k_invalid_argument,
+                        "input '" + file.name().substr(0, 200) + "' has neither content nor a SHA-256 (64 hex digits)");
+    }
+    ask.input_digests.push_back(*digest);
+  }
+  if (auto ok = check_step(ask.spec); !ok) return ok.error();
+  if (request.has_offered()) {
+    if (device) return make_error(ErrorCode::k_invalid_argument, "only a host step offers an object");
+    ask.offered = request.offered().content();
+    ask.offered_stderr = request.offered_stderr();
+    ask.input_bytes += ask.offered->size() + ask.offered_stderr.size();
+  }
+  return ask;
 }
 
 }  // namespace kcache::wire

@@ -31,6 +31,8 @@ v1::InputFormat to_proto(InputFormat format);
 v1::Outcome to_proto(Outcome outcome);
 // A reply's outcome: unspecified or unknown -> nullopt.
 std::optional<Outcome> from_proto(v1::Outcome outcome);
+v1::StepTool to_proto(StepTool tool);
+std::optional<StepTool> from_proto(v1::StepTool tool);
 
 // The canonical job a request describes (format inferred from the bytes when unspecified), for a
 // daemon on `host_triple` emitting PTX ISA `daemon_ptx_isa` (Capabilities.ptx_isa_version): a
@@ -50,6 +52,10 @@ Expected<CompileAsk> compile_ask(const v1::CompileRequest& request, std::string_
                                  std::size_t inline_bytes);
 // A Fetch request as the cache core takes it, its enums checked.
 Expected<SelectAsk> select_ask(const v1::FetchRequest& request);
+// A Step request as the cache core's ask, checked (check_step): its tool, a digest for every
+// input (computed from the content that device steps must send; a host step's stated), the
+// offered object. Views point into `request`.
+Expected<StepAsk> step_ask(const v1::StepRequest& request);
 
 // Writes a job's spec into a request (the modules, archs and emit list are the caller's).
 void fill_request(const JobSpec& spec, v1::CompileRequest& request);

@@ -28,7 +28,8 @@ bool wants_full_report(const grpc::ServerContext& context) {
 std::optional<Role> KCacheService::role_needed(std::string_view method) {
   static const std::map<std::string_view, Role> k_roles = {
       {"Compile", Role::compile}, {"Fetch", Role::read},   {"Lookup", Role::read}, {"GetCapabilities", Role::read},
-      {"GetStats", Role::read},   {"Verify", Role::admin}, {"Evict", Role::admin}, {"Purge", Role::admin}};
+      {"GetStats", Role::read},   {"Verify", Role::admin}, {"Evict", Role::admin}, {"Purge", Role::admin},
+      {"Step", Role::compile},    {"ReportUncacheable", Role::compile}};
   auto it = k_roles.find(method);
   if (it == k_roles.end()) return std::nullopt;
   return it->second;
@@ -258,6 +259,21 @@ v1::Stats KCacheService::snapshot() const {
     response->set_lease_takeovers(r.lease_takeovers);
     response->set_remote_breaker_open(r.breaker_open ? 1 : 0);
   }
+  for (StepTool tool : all_step_tools()) {
+    const StepCounters& counted = m_cache.step_counters(tool);
+    v1::StepCount* out = response->add_steps();
+    out->set_tool(std::string(step_tool_name(tool)));
+    out->set_hits(counted.hits);
+    out->set_misses(counted.misses);
+    out->set_coalesced(counted.coalesced);
+    out->set_stored(counted.stored);
+    out->set_failed(counted.failed);
+  }
+  for (const auto& [reason, count] : m_cache.uncacheable()) {
+    v1::ReasonCount* out = response->add_uncacheable();
+    out->set_reason(reason);
+    out->set_count(count);
+  }
   m_metrics.fill(stats);
   return stats;
 }
@@ -314,6 +330,35 @@ grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictR
   response->set_evicted(evicted);
   response->set_bytes(m_store.stats().bytes);
   spdlog::info("evict: {} entries removed on request of {}, {} bytes stored", evicted, client, response->bytes());
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::Step(grpc::ServerContext* context, const v1::StepRequest* request,
+                                 v1::StepResponse* response) {
+  auto call = admit(*context, "Step");
+  if (!call) return wire::to_status(call.error());
+  auto ask = wire::step_ask(*request);
+  if (!ask) return wire::to_status(ask.error());
+  auto answer = m_cache.step(*ask);
+  if (!answer) return wire::to_status(answer.error());
+  response->set_key(answer->key.hex());
+  response->set_outcome(wire::to_proto(answer->outcome));
+  response->set_exit_code(answer->exit_code);
+  for (auto& [name, bytes] : answer->outputs) {
+    v1::StepFile* file = response->add_outputs();
+    file->set_name(name);
+    file->set_content(std::move(bytes));
+  }
+  response->set_stdout_text(std::move(answer->stdout_text));
+  response->set_stderr_text(std::move(answer->stderr_text));
+  return grpc::Status::OK;
+}
+
+grpc::Status KCacheService::ReportUncacheable(grpc::ServerContext* context, const v1::UncacheableReport* request,
+                                              v1::UncacheableReply*) {
+  auto call = admit(*context, "ReportUncacheable");
+  if (!call) return wire::to_status(call.error());
+  m_cache.count_uncacheable(request->reason());
   return grpc::Status::OK;
 }
 

@@ -65,6 +65,10 @@ class KCacheService final
                      v1::EvictResponse* response) override;
   grpc::Status Purge(grpc::ServerContext* context, const v1::PurgeRequest* request,
                      v1::PurgeResponse* response) override;
+  grpc::Status Step(grpc::ServerContext* context, const v1::StepRequest* request,
+                    v1::StepResponse* response) override;
+  grpc::Status ReportUncacheable(grpc::ServerContext* context, const v1::UncacheableReport* request,
+                                 v1::UncacheableReply* response) override;
 
   // The role a KCache method ("Compile") needs; none for a name the service does not define.
   // The handlers' admission and the check on a call's headers (call_gate.hpp) both read it.

@@ -9,6 +9,7 @@
 // point to.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "compile/compiler.hpp"
+#include "compile/tool_step.hpp"
 #include "kcache/ask.hpp"
 #include "kcache/key.hpp"
 #include "metrics.hpp"
@@ -62,6 +64,21 @@ struct CompileAnswer {
   std::vector<std::string> diagnostics;
 };
 
+// A build step's answer: the tool's exit code and what it printed, and its outputs when it
+// succeeded (a host step that looks and finds nothing: outcome miss, no outputs).
+struct StepAnswer {
+  Key key;
+  Outcome outcome = Outcome::hit;
+  int exit_code = 0;
+  std::vector<std::pair<std::string, std::string>> outputs;  // (name, bytes) in the ask's order
+  std::string stdout_text, stderr_text;
+};
+
+// What the build steps of one tool came to since start.
+struct StepCounters {
+  std::atomic<std::uint64_t> hits{0}, misses{0}, coalesced{0}, stored{0}, failed{0};
+};
+
 // The image Select chose, and whether the driver must JIT it.
 struct SelectedImage {
   std::shared_ptr<const Image> image;
@@ -90,6 +107,18 @@ class Cache {
   // logged as the compile errors are.
   void refused(std::string_view side, const std::vector<std::string>& archs, std::chrono::steady_clock::time_point start,
                const Error& error);
+
+  // A build step (server/cache/steps.cpp): its stored outputs, or the tools run on the pool
+  // (once per key, here and across a fleet) and stored when they succeed. A device step runs
+  // only where this daemon's tool has the ask's identity (FAILED_PRECONDITION otherwise); a
+  // host step is only looked up, or stores the object it offers once the host wall has checked
+  // it. Counted per tool, and logged.
+  Expected<StepAnswer> step(const StepAsk& ask);
+  const StepCounters& step_counters(StepTool tool) const { return m_step_counters[static_cast<std::size_t>(tool) - 1]; }
+  // A compile a launcher ran without the cache, counted by its reason: printable ASCII up to 64
+  // bytes, at most 64 reasons; anything else counts as "other".
+  void count_uncacheable(std::string_view reason);
+  std::map<std::string, std::uint64_t> uncacheable() const;
 
   // The metadata of every image of (side, key), reading through to the remote tier; empty when
   // no tier has the key.
@@ -143,6 +172,15 @@ class Cache {
   Expected<std::shared_ptr<const Image>> get_image(Side side, const Key& key, const ImageRequest& which,
                                                    Reach reach = Reach::anywhere);
 
+  Expected<StepAnswer> answer_step(const StepAsk& ask, std::string& key_hex);
+  // The stored outputs of a step (read through to the remote tier); nullopt when any is missing.
+  std::optional<StepAnswer> stored_step(Side side, const Key& key, const std::vector<std::string>& outputs);
+  // Runs a device step on the pool once per key (here, and with a remote tier across the fleet)
+  // and stores what a successful run wrote.
+  Expected<StepRun> run_step_once(const StepAsk& ask, const Key& key, Answer& answer);
+  // This daemon's identity of a device step's tool, computed once.
+  Expected<Digest> step_tool(StepTool tool);
+
   Store& m_store;
   const Compiler& m_compiler;
   JobQueue& m_pool;
@@ -153,6 +191,12 @@ class Cache {
   remote::RemoteTier* m_remote = nullptr;
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
+  std::map<std::string, std::shared_future<Expected<StepRun>>> m_steps_in_flight;  // by key; m_in_flight_mutex
+  std::array<StepCounters, 3> m_step_counters;  // by StepTool - 1
+  std::mutex m_step_tool_mutex;                 // guards m_step_tools
+  std::map<StepTool, Expected<Digest>> m_step_tools;
+  mutable std::mutex m_uncacheable_mutex;  // guards m_uncacheable
+  std::map<std::string, std::uint64_t> m_uncacheable;
 };
 
 }  // namespace kcache::server

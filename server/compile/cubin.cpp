@@ -9,7 +9,7 @@
 #include "compile/device_symbols.hpp"
 #include "compile/llvm_common.hpp"
 #include "compile/nvjitlink.hpp"
-#include "compile/process.hpp"
+#include "kcache/process.hpp"
 
 namespace kcache::server {
 namespace {

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "compile/llvm_common.hpp"
-#include "compile/process.hpp"
+#include "kcache/process.hpp"
 
 namespace kcache::server {
 namespace {

@@ -14,7 +14,7 @@
 #include <regex>
 
 #include "compile/llvm_common.hpp"
-#include "compile/process.hpp"
+#include "kcache/process.hpp"
 #include "kcache/amd_target.hpp"
 #include "kcache/job.hpp"
 #include "kcache/rtlib.hpp"

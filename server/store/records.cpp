@@ -131,7 +131,7 @@ std::optional<ImageMeta> decode_meta(std::string_view value, std::string arch) {
     return std::nullopt;
   }
   bool sgprs = magic == k_meta_magic_sgprs;
-  if (kind < 1 || kind > 6) return std::nullopt;
+  if (kind < 1 || kind > 7) return std::nullopt;
   m.kind = static_cast<ImageKind>(kind);
   std::memcpy(m.sha256.data(), digest.data(), 32);
   for (std::uint16_t i = 0; i < kernels; ++i) {
@@ -189,7 +189,7 @@ std::optional<DecodedEntry> decode_entry(std::string_view value) {
 std::optional<ImageRequest> decode_image_suffix(std::string_view suffix) {
   if (suffix.size() < 3 || suffix[suffix.size() - 2] != '\0') return std::nullopt;
   auto kind = static_cast<std::uint8_t>(suffix.back());
-  if (kind < 1 || kind > 6) return std::nullopt;
+  if (kind < 1 || kind > 7) return std::nullopt;
   return ImageRequest{std::string(suffix.substr(0, suffix.size() - 2)), static_cast<ImageKind>(kind)};
 }
 

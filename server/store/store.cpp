@@ -2,6 +2,7 @@
 
 #include "store/records.hpp"
 #include "store/store_impl.hpp"
+#include "kcache/step.hpp"
 
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
@@ -138,6 +139,11 @@ Expected<void> Store::Impl::put_shared(Side side, const Key& key, const EntryRec
     if (image.meta.size != image.data.size() || (how == Put::check && sha256(image.data) != image.meta.sha256)) {
       return refuse("it does not match its digest");
     }
+    // The host side holds objects, each checked by the wall, and beside a build step's object the
+    // text its compile printed (printed again on a hit, never linked).
+    bool host_text = side == Side::host && image.meta.kind == ImageKind::file &&
+                     (image.meta.arch == k_step_stdout || image.meta.arch == k_step_stderr);
+    if (host_text) continue;
     if (kind_side(image.meta.kind) != side) return refuse("the image kind belongs to the other side");
     if (side != Side::host) continue;
     if (!m_host_image_check) return refuse("no host image check is configured");

@@ -35,6 +35,8 @@ using worker_protocol::Hello;
 using worker_protocol::ImageRef;
 using worker_protocol::Job;
 using worker_protocol::Result;
+using worker_protocol::StepJob;
+using worker_protocol::StepOutcome;
 
 using Clock = std::chrono::steady_clock;
 
@@ -92,6 +94,34 @@ std::string fatal_error_message(std::string_view what, const Job& job) {
   return "LLVM stopped compiling this module for " + archs + ": " + std::string(what.substr(0, 2000)) +
          ". The module asks for something the target cannot do (for example an intrinsic of another GPU "
          "generation); if it should compile, report it with the module attached";
+}
+
+// Runs a build step from the daemon (checked there) with this worker's toolchain.
+void run_step_job(const Compiler& compiler, Job& job, Result& result) {
+  static const std::vector<unsigned> k_all_cpus = CpuSlots::allowed();
+  CpuSlots::pin({job.cpus().begin(), job.cpus().end()}, k_all_cpus);
+  const StepJob& step = job.step();
+  StepWork work;
+  work.tool = wire::from_proto(step.tool()).value_or(StepTool::cicc);
+  work.args.assign(step.args().begin(), step.args().end());
+  for (const v1::StepFile& file : step.inputs()) work.inputs.emplace_back(file.name(), file.content());
+  work.outputs.assign(step.outputs().begin(), step.outputs().end());
+  if (job.time_left_ms() > 0) work.deadline = Clock::now() + std::chrono::milliseconds(job.time_left_ms());
+  auto run = run_step(compiler.toolchain(), work);
+  if (!run) {
+    result.set_code(static_cast<std::uint32_t>(run.error().code));
+    result.set_message(run.error().message);
+    return;
+  }
+  StepOutcome* outcome = result.mutable_step();
+  outcome->set_exit_code(run->exit_code);
+  outcome->set_stdout_text(std::move(run->stdout_text));
+  outcome->set_stderr_text(std::move(run->stderr_text));
+  for (auto& [name, bytes] : run->outputs) {
+    v1::StepFile* file = outcome->add_outputs();
+    file->set_name(name);
+    file->set_content(std::move(bytes));
+  }
 }
 
 // Runs one job from the daemon.
@@ -177,8 +207,12 @@ int worker_main(int argc, char** argv) {
     Result result;
     bool leave = false;  // the heap or LLVM may be in any state: a fresh worker takes the next job
     try {
-      auto output = run_job(compiler, job);
-      fill_result(output, result);
+      if (job.has_step()) {
+        run_step_job(compiler, job, result);
+      } else {
+        auto output = run_job(compiler, job);
+        fill_result(output, result);
+      }
     } catch (const std::bad_alloc&) {
       // The heap may be in any state: report, then leave so the daemon starts a fresh worker.
       leave = true;
@@ -339,12 +373,54 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
     ref->set_arch(r.arch);
     ref->set_kind(wire::to_proto(r.kind));
   }
+  auto result = exchange(message, job.deadline, key);
+  if (!result) return result.error();
+  CompileOutput output;
+  for (v1::Image& proto : *result->mutable_images()) {
+    auto image = image_from_proto(std::move(proto));
+    if (!image) {
+      return make_error(ErrorCode::k_internal, "the worker compiling key " + key.hex() + " sent a bad image: " +
+                                                   image.error().message);
+    }
+    output.images.push_back(std::move(*image));
+  }
+  output.diagnostics.assign(result->diagnostics().begin(), result->diagnostics().end());
+  return output;
+}
+
+Expected<StepRun> WorkerSet::run_step(const StepWork& work, const std::vector<unsigned>& cpus, const Key& key) {
+  Job message;
+  message.set_key(key.hex());
+  message.mutable_cpus()->Assign(cpus.begin(), cpus.end());
+  StepJob* step = message.mutable_step();
+  step->set_tool(wire::to_proto(work.tool));
+  for (const std::string& arg : work.args) step->add_args(arg);
+  for (const auto& [name, bytes] : work.inputs) {
+    v1::StepFile* file = step->add_inputs();
+    file->set_name(name);
+    file->set_content(std::string(bytes));
+  }
+  for (const std::string& name : work.outputs) step->add_outputs(name);
+  auto result = exchange(message, work.deadline, key);
+  if (!result) return result.error();
+  StepOutcome* outcome = result->mutable_step();
+  StepRun run;
+  run.exit_code = outcome->exit_code();
+  run.stdout_text = std::move(*outcome->mutable_stdout_text());
+  run.stderr_text = std::move(*outcome->mutable_stderr_text());
+  for (v1::StepFile& file : *outcome->mutable_outputs()) {
+    run.outputs.emplace_back(std::move(*file.mutable_name()), std::move(*file.mutable_content()));
+  }
+  return run;
+}
+
+Expected<Result> WorkerSet::exchange(Job& message, Clock::time_point deadline, const Key& key) {
   // The worker gets the same deadline, for ptxas; whichever sees it first ends the job.
   Clock::time_point wait_until = Clock::time_point::max();
-  if (job.deadline != Clock::time_point::max()) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(job.deadline - Clock::now()).count();
+  if (deadline != Clock::time_point::max()) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     message.set_time_left_ms(static_cast<std::uint64_t>(std::max<long long>(left, 1)));
-    wait_until = job.deadline;
+    wait_until = deadline;
   }
 
   // A worker that died while idle (the OOM killer, an operator) costs no job: try another.
@@ -368,7 +444,7 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
     }
     // A job that waited past its deadline (in the pool's queue, or for this worker's start) is
     // not started: sent, it would only get its worker killed and replaced.
-    if (Clock::now() >= job.deadline) {
+    if (Clock::now() >= deadline) {
       {
         std::lock_guard lock(m_mutex);
         m_idle.push_back(p);
@@ -422,14 +498,7 @@ Expected<CompileOutput> WorkerSet::compile(const CompileJob& job, const Key& key
       return make_error(static_cast<ErrorCode>(result.code()), result.message(),
                         {result.details().begin(), result.details().end()});
     }
-    CompileOutput output;
-    for (v1::Image& proto : *result.mutable_images()) {
-      auto image = image_from_proto(std::move(proto));
-      if (!image) return make_error(ErrorCode::k_internal, who + " sent a bad image: " + image.error().message);
-      output.images.push_back(std::move(*image));
-    }
-    output.diagnostics.assign(result.diagnostics().begin(), result.diagnostics().end());
-    return output;
+    return result;
   }
 }
 

@@ -21,7 +21,13 @@
 #include <vector>
 
 #include "compile/compiler.hpp"
+#include "compile/tool_step.hpp"
 #include "kcache/key.hpp"
+
+namespace kcache::worker_protocol {
+class Job;
+class Result;
+}  // namespace kcache::worker_protocol
 
 namespace kcache::server::worker {
 
@@ -59,6 +65,8 @@ class WorkerSet {
 
   // Runs `job` on an idle worker (starting one if none is idle). Thread-safe.
   Expected<CompileOutput> compile(const CompileJob& job, const Key& key);
+  // Runs a checked build step on an idle worker, pinned to `cpus` (none: any), as compile does.
+  Expected<StepRun> run_step(const StepWork& work, const std::vector<unsigned>& cpus, const Key& key);
 
   std::uint64_t restarts() const { return m_restarts; }  // workers started to replace dead ones
   std::uint64_t crashes() const { return m_crashes; }    // workers that died or were killed
@@ -69,6 +77,10 @@ class WorkerSet {
     int fd = -1;
     bool ready = false;  // its hello has arrived
   };
+  // Sends `message` to an idle worker (starting one if none is idle) and returns its reply, under
+  // `deadline`; a reply with an error code becomes that error.
+  Expected<worker_protocol::Result> exchange(worker_protocol::Job& message,
+                                             std::chrono::steady_clock::time_point deadline, const Key& key);
   // Spawns a worker and returns it without waiting for its hello.
   Expected<Process> spawn();
   Expected<void> await_hello(Process& p);

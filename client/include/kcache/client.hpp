@@ -81,6 +81,11 @@ class Client {
   // Calls retried after UNAVAILABLE so far (for tests and diagnostics).
   std::uint64_t retries() const { return m_retries; }
   Expected<v1::Stats> stats();
+  // A build step (the compiler launcher's): one call, no retries; the launcher runs the step
+  // itself when the daemon cannot.
+  Expected<v1::StepResponse> step(const v1::StepRequest& request);
+  // Counts a compile the launcher ran without the cache, by reason.
+  Expected<void> report_uncacheable(std::string_view reason);
 
   // The standard gRPC health check (grpc.health.v1; no token needed): OK when the daemon is
   // SERVING, UNAVAILABLE when it is not (draining) or cannot be reached.

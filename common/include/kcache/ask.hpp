@@ -12,6 +12,8 @@
 
 #include "kcache/driver.hpp"
 #include "kcache/job.hpp"
+#include "kcache/sha256.hpp"
+#include "kcache/step.hpp"
 
 namespace kcache {
 
@@ -28,6 +30,17 @@ struct CompileAsk {
   std::size_t module_bytes = 0;
   // Image bytes the reply may carry inline; the others the client fetches (0: digests only).
   std::size_t inline_bytes = 0;
+};
+
+// A build step (kcache/step.hpp): checked by the front end (check_step), its inputs' bytes as
+// views into the request.
+struct StepAsk {
+  StepSpec spec;
+  std::vector<std::string_view> inputs;  // device steps: the bytes of each of spec.inputs
+  std::vector<Digest> input_digests;     // of each of spec.inputs (a host step sends these alone)
+  std::optional<std::string_view> offered;  // host steps: the object the client compiled, to keep
+  std::string_view offered_stderr;          // and what that compile printed
+  std::size_t input_bytes = 0;              // inputs and offered object: what --max-module-size bounds
 };
 
 // A fetch: the image of a key that a device runs best, by CUDA's (or ROCm's) rules.

@@ -19,7 +19,9 @@ enum class Side : std::uint8_t { device = 1, host = 2 };
 enum class InputFormat : std::uint8_t { llvm_bitcode = 1, llvm_text = 2, ptx = 3, cuda_cpp = 4 };
 // ltoir: NVVM IR for link-time optimisation (NVRTC -dlto), linked later by nvJitLink.
 // hsaco: an AMD HSA code object (ELF, EM_AMDGPU) for one target ID; amdgcn: its assembly text.
-enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3, ltoir = 4, hsaco = 5, amdgcn = 6 };
+// file: an output of a build step (kcache/step.hpp), named by its arch field; never asked of a
+// compile, so not among all_kinds().
+enum class ImageKind : std::uint8_t { ptx = 1, cubin = 2, object = 3, ltoir = 4, hsaco = 5, amdgcn = 6, file = 7 };
 
 inline constexpr std::string_view k_device_triple = "nvptx64-nvidia-cuda";
 
@@ -43,7 +45,8 @@ std::string_view outcome_name(Outcome outcome);         // "hit", "miss", "coale
 Error unknown_kind_error(std::string_view text);
 // INVALID_ARGUMENT "unknown side 'TEXT' (use device or host)": for a name parse_side refuses.
 Error unknown_side_error(std::string_view text);
-// The side an image kind belongs to.
+// The side an image kind belongs to (a build step's file: the device; a host step keeps what its
+// compile printed beside its object, see Store::put).
 Side kind_side(ImageKind kind);
 // Whether a device image kind is AMD's (hsaco, amdgcn) rather than NVIDIA's.
 bool is_amd_kind(ImageKind kind);

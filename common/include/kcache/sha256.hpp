@@ -30,6 +30,8 @@ class Sha256 {
 
 Digest sha256(std::string_view bytes);
 std::string sha256_hex(std::string_view bytes);
+// The SHA-256 of a file's bytes, read in pieces; nullopt when it cannot be read.
+std::optional<Digest> sha256_file(const std::string& path);
 
 std::string to_hex(std::string_view bytes);
 std::string to_hex(const Digest& digest);

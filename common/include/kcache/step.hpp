@@ -1,0 +1,79 @@
+// Build steps: one program of a CUDA compiler's plan (nvcc --dryrun), run on files in a folder of
+// its own. The compiler launcher (client/cli/launcher/) sends the device steps, cicc and ptxas, to
+// the daemon, which runs them in its workers, and keeps the host compile's object as a host entry.
+// A step is named by what it runs (the tool and its identity), its arguments and its input bytes;
+// its files are plain names in the step's folder, never paths. The key encoding is in
+// common/KEY_FORMAT.md ("Build steps"), apart from the compile keys'.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/expected.hpp"
+#include "kcache/job.hpp"
+#include "kcache/key.hpp"
+#include "kcache/sha256.hpp"
+
+namespace kcache {
+
+// cicc: preprocessed CUDA C++ (.cpp1.ii) to PTX and the host stub; ptxas: PTX to a cubin; host:
+// the host compiler's object of the translation unit (never run by the daemon: the client
+// compiles it and offers the object, which the host wall checks before it is stored).
+enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3 };
+
+std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host"
+std::optional<StepTool> parse_step_tool(std::string_view name);
+std::span<const StepTool> all_step_tools();      // cicc, ptxas, host: the order stats list them
+// The cache a step's entry lives in: device for cicc and ptxas, host for the host compile.
+Side step_side(StepTool tool);
+
+// The output of a host step that is its object; the others (stdout, stderr) are text.
+inline constexpr std::string_view k_step_object = "object";
+// What a step printed, kept with its files so a hit prints it again (the compiler's warnings).
+inline constexpr std::string_view k_step_stdout = "stdout";
+inline constexpr std::string_view k_step_stderr = "stderr";
+
+struct StepSpec {
+  StepTool tool = StepTool::cicc;
+  // The tool's identity: SHA-256 over its program and what it reads besides its inputs (cicc:
+  // its program and libdevice; ptxas: its program; host: the host compiler's programs and
+  // version), as the launcher computes it (client/cli/launcher/tools.hpp). The daemon runs a
+  // device step only with a tool of this identity.
+  Digest tool_digest{};
+  std::vector<std::string> args;     // as run in the step's folder: files by their names
+  std::vector<std::string> inputs;   // the input files' names, in order
+  std::vector<std::string> outputs;  // the files it writes that come back, in order
+};
+
+// Limits of one step.
+inline constexpr std::size_t k_max_step_args = 512;
+inline constexpr std::size_t k_max_step_arg_bytes = 4096;
+inline constexpr std::size_t k_max_step_files = 16;  // inputs, and outputs, each
+
+// Whether `name` may name a step's file: 1 to 128 bytes, no '/', '\\' or control character, not
+// starting with '.' or '-' (so it is never a path, an option or a hidden file). Spaces and quotes
+// are fine: steps run without a shell.
+bool is_step_file_name(std::string_view name);
+
+// Checks a step before anything runs: counts and sizes, file names (valid, each once across
+// inputs and outputs; stdout and stderr are not files), and for cicc and ptxas every argument
+// against the tool's allow-list: options known to change only the output, file operands only
+// by a declared name. INVALID_ARGUMENT naming the first offending argument otherwise (the
+// launcher runs such a step itself).
+Expected<void> check_step(const StepSpec& spec);
+
+// A tool's identity (StepSpec::tool_digest) from the SHA-256s of the files it is made of, in
+// order: cicc's program, then libdevice.10.bc; ptxas's program; the host compiler's driver and
+// compiler proper. The launcher and the daemon each hash their own files.
+Digest step_tool_identity(StepTool tool, std::span<const Digest> files);
+
+// The key of a step: its tool and identity, arguments, input names with the SHA-256 of each
+// input's bytes (in order), and output names.
+Key compute_step_key(const StepSpec& spec, std::span<const Digest> input_digests);
+
+}  // namespace kcache

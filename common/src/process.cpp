@@ -1,0 +1,160 @@
+#include "kcache/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace kcache {
+namespace {
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  using Output = ProcessOptions::Output;
+  int out_fds[2] = {-1, -1}, err_fds[2] = {-1, -1};
+  bool capture = options.output != Output::inherit;
+  if (capture && pipe2(out_fds, O_CLOEXEC) != 0) {
+    return make_error(ErrorCode::k_internal, std::string("pipe: ") + std::strerror(errno));
+  }
+  if (options.output == Output::separate && pipe2(err_fds, O_CLOEXEC) != 0) {
+    close_fd(out_fds[0]), close_fd(out_fds[1]);
+    return make_error(ErrorCode::k_internal, std::string("pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (capture) {
+    posix_spawn_file_actions_adddup2(&actions, out_fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, options.output == Output::separate ? err_fds[1] : out_fds[1],
+                                     STDERR_FILENO);
+  }
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
+
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> env;
+  if (options.env != nullptr) {
+    for (const std::string& e : *options.env) env.push_back(const_cast<char*>(e.c_str()));
+    env.push_back(nullptr);
+  }
+  char** envp = options.env != nullptr ? env.data() : environ;
+  pid_t pid = 0;
+  int rc = 0;
+  if (options.search_path && options.env != nullptr && argv[0].find('/') == std::string::npos) {
+    // posix_spawnp searches the caller's PATH; the child's is the one that names its programs.
+    std::string path = "/usr/local/bin:/usr/bin:/bin";
+    for (const std::string& e : *options.env) {
+      if (e.starts_with("PATH=")) path = e.substr(5);
+    }
+    rc = ENOENT;
+    for (std::size_t begin = 0; begin <= path.size();) {
+      std::size_t end = std::min(path.find(':', begin), path.size());
+      std::string candidate = (end == begin ? std::string(".") : path.substr(begin, end - begin)) + "/" + argv[0];
+      if (access(candidate.c_str(), X_OK) == 0) {
+        rc = posix_spawn(&pid, candidate.c_str(), &actions, nullptr, args.data(), envp);
+        break;
+      }
+      begin = end + 1;
+    }
+  } else if (options.search_path) {
+    rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp);
+  } else {
+    rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  close_fd(out_fds[1]);
+  close_fd(err_fds[1]);
+  if (rc != 0) {
+    close_fd(out_fds[0]);
+    close_fd(err_fds[0]);
+    return make_error(ErrorCode::k_failed_precondition, "cannot run " + argv[0] + ": " + std::strerror(rc));
+  }
+  ProcessResult result;
+  char buf[16384];
+  bool overran = false;
+  std::string* sinks[2] = {&result.output, &result.error_output};
+  int fds[2] = {out_fds[0], err_fds[0]};
+  auto wait_left = [&]() -> int {
+    if (options.deadline == std::chrono::steady_clock::time_point::max()) return -1;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline -
+                                                                      std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<long long>(0, left.count()));
+  };
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    int ready = poll(p, 2, wait_left());
+    if (ready == 0) {
+      overran = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || p[i].revents == 0) continue;
+      ssize_t n = read(fds[i], buf, sizeof buf);
+      if (n > 0) {
+        std::size_t room = options.max_output - std::min(options.max_output, sinks[i]->size());
+        sinks[i]->append(buf, std::min(room, static_cast<std::size_t>(n)));
+      } else if (n == 0 || errno != EINTR) {
+        close_fd(fds[i]);
+      }
+    }
+  }
+  if (!capture && options.deadline != std::chrono::steady_clock::time_point::max()) {
+    // Nothing to read: wait for the child itself, up to the deadline.
+    for (;;) {
+      int status = 0;
+      pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid) {
+        if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+        return result;
+      }
+      if (wait_left() == 0) {
+        overran = true;
+        kill(pid, SIGKILL);
+        break;
+      }
+      usleep(2000);
+    }
+  }
+  close_fd(fds[0]);
+  close_fd(fds[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  if (overran) {
+    return make_error(ErrorCode::k_deadline_exceeded,
+                      argv[0] + " was still running at the job's time limit (--job-timeout) and was killed");
+  }
+  return result;
+}
+
+Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
+                                    std::chrono::steady_clock::time_point deadline) {
+  ProcessOptions options;
+  options.deadline = deadline;
+  return run_process(argv, options);
+}
+
+}  // namespace kcache

@@ -1,0 +1,252 @@
+#include "kcache/step.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <set>
+
+namespace kcache {
+namespace {
+
+constexpr std::array<StepTool, 3> k_tools = {StepTool::cicc, StepTool::ptxas, StepTool::host};
+
+// An option the tool takes, and what follows it.
+enum class Operand {
+  none,         // a flag alone
+  value,        // the next argument is a value, never a file (a name for messages, a number)
+  input_file,   // the next argument names a declared input
+  output_file,  // the next argument names a declared output
+};
+
+struct Option {
+  std::string_view spelling;
+  Operand operand = Operand::none;
+  bool prefix = false;  // the spelling begins the argument (-O3, --gnu_version=120200)
+};
+
+// cicc's options as nvcc 12 and 13 pass them (nvcc --dryrun with -std, -G, -lineinfo,
+// --use_fast_math, -maxrregcount, --extended-lambda, --expt-relaxed-constexpr, -rdc,
+// -diag-suppress). An option not here makes the step the launcher's to run.
+constexpr Option k_cicc_options[] = {
+    {"--static-host-stub"},         {"--device-hidden-visibility"}, {"--display_error_number"},
+    {"--no_display_error_number"},  {"--allow_managed"},            {"--debug_mode"},
+    {"--extended-lambda"},          {"--relaxed_constexpr"},        {"-m64"},
+    {"--no-version-ident"},         {"-fast-math"},                 {"--gen_div_approx_ftz"},
+    {"-g"},                         {"-generate-line-info"},        {"-tused"},
+    {"--device-c"},                 {"--keep-device-functions"},    {"-w"},
+    {"--c++", Operand::none, true}, {"--gnu_version=", Operand::none, true},
+    {"-ftz=", Operand::none, true}, {"-prec_div=", Operand::none, true},
+    {"-prec_sqrt=", Operand::none, true}, {"-fmad=", Operand::none, true},
+    {"-O", Operand::none, true},    {"--diag_suppress=", Operand::none, true},
+    {"--diag_error=", Operand::none, true}, {"--diag_warning=", Operand::none, true},
+    {"--diag_remark=", Operand::none, true},
+    {"--orig_src_file_name", Operand::value}, {"--orig_src_path_name", Operand::value},
+    {"--include_file_name", Operand::value},  {"-arch", Operand::value},
+    {"-maxreg", Operand::value},
+    {"--module_id_file_name", Operand::input_file}, {"--gen_c_file_name", Operand::output_file},
+    {"--stub_file_name", Operand::output_file},     {"--gen_device_file_name", Operand::output_file},
+    {"-o", Operand::output_file},
+};
+
+// ptxas's options that change only its output (ptxas --help), as nvcc passes them.
+constexpr Option k_ptxas_options[] = {
+    {"-m64"},
+    {"-v"},
+    {"--verbose"},
+    {"-g"},
+    {"--device-debug"},
+    {"--dont-merge-basicblocks"},
+    {"--return-at-end"},
+    {"--generate-line-info"},
+    {"-lineinfo"},
+    {"--compile-only"},
+    {"-c"},
+    {"--warn-on-spills"},
+    {"--warn-on-local-memory-usage"},
+    {"--warn-on-double-precision-use"},
+    {"-Werror"},
+    {"--extensible-whole-program"},
+    {"-ewp"},
+    {"--preserve-relocs"},
+    {"--disable-optimizer-constants"},
+    {"-suppress-stack-size-warning"},
+    {"-arch=sm_", Operand::none, true},
+    {"--gpu-name=sm_", Operand::none, true},
+    {"-maxrregcount=", Operand::none, true},
+    {"--maxrregcount=", Operand::none, true},
+    {"-O", Operand::none, true},
+    {"--opt-level=", Operand::none, true},
+    {"--fmad=", Operand::none, true},
+    {"--def-load-cache=", Operand::none, true},
+    {"--def-store-cache=", Operand::none, true},
+    {"--allow-expensive-optimizations=", Operand::none, true},
+    {"-arch", Operand::value},
+    {"--gpu-name", Operand::value},
+    {"-maxrregcount", Operand::value},
+    {"-o", Operand::output_file},
+};
+
+template <std::size_t N>
+const Option* find_option(const Option (&options)[N], std::string_view arg) {
+  for (const Option& o : options) {
+    if (o.prefix ? arg.starts_with(o.spelling) && arg.size() > o.spelling.size() : arg == o.spelling) return &o;
+  }
+  return nullptr;
+}
+
+Error refused(const StepSpec& spec, std::string_view arg, std::string_view why) {
+  return make_error(ErrorCode::k_invalid_argument, std::string(step_tool_name(spec.tool)) + " argument '" +
+                                                       std::string(arg.substr(0, 200)) + "' " + std::string(why));
+}
+
+bool declared(const std::vector<std::string>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+template <std::size_t N>
+Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
+  bool has_input = false;
+  for (std::size_t i = 0; i < spec.args.size(); ++i) {
+    const std::string& arg = spec.args[i];
+    if (arg.empty() || arg.front() != '-') {
+      if (!declared(spec.inputs, arg)) return refused(spec, arg, "is neither an option nor a declared input");
+      has_input = true;
+      continue;
+    }
+    const Option* option = find_option(options, arg);
+    if (option == nullptr) return refused(spec, arg, "is not an option kcache runs on the daemon");
+    if (option->operand == Operand::none) continue;
+    if (i + 1 == spec.args.size()) return refused(spec, arg, "lacks its value");
+    const std::string& operand = spec.args[++i];
+    if (option->operand == Operand::input_file && !declared(spec.inputs, operand)) {
+      return refused(spec, operand, "is not a declared input");
+    }
+    if (option->operand == Operand::output_file && !declared(spec.outputs, operand)) {
+      return refused(spec, operand, "is not a declared output");
+    }
+  }
+  if (!has_input) return make_error(ErrorCode::k_invalid_argument, std::string(step_tool_name(spec.tool)) + " step names no input");
+  return {};
+}
+
+// Each field is tag (1 byte) | length (8 bytes, little endian) | bytes, as in compile keys.
+enum Tag : std::uint8_t {
+  k_tag_version = 1,
+  k_tag_tool = 2,
+  k_tag_tool_digest = 3,
+  k_tag_arg = 4,
+  k_tag_input = 5,
+  k_tag_output = 6,
+};
+
+void hash_field(Sha256& h, Tag tag, std::string_view value) {
+  std::array<char, 9> head{};
+  head[0] = static_cast<char>(tag);
+  std::uint64_t len = value.size();
+  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  h.update({head.data(), head.size()});
+  h.update(value);
+}
+
+constexpr std::uint32_t k_step_key_version = 1;
+
+}  // namespace
+
+std::string_view step_tool_name(StepTool tool) {
+  switch (tool) {
+    case StepTool::cicc: return "cicc";
+    case StepTool::ptxas: return "ptxas";
+    case StepTool::host: return "host";
+  }
+  return "?";
+}
+
+std::optional<StepTool> parse_step_tool(std::string_view name) {
+  for (StepTool t : k_tools) {
+    if (step_tool_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
+std::span<const StepTool> all_step_tools() { return k_tools; }
+
+Side step_side(StepTool tool) { return tool == StepTool::host ? Side::host : Side::device; }
+
+bool is_step_file_name(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name.front() == '.' || name.front() == '-') return false;
+  return std::none_of(name.begin(), name.end(), [](char c) {
+    return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+}
+
+Expected<void> check_step(const StepSpec& spec) {
+  if (!parse_step_tool(step_tool_name(spec.tool))) {
+    return make_error(ErrorCode::k_invalid_argument, "unknown build step tool");
+  }
+  if (spec.args.size() > k_max_step_args) {
+    return make_error(ErrorCode::k_invalid_argument, "a step has at most " + std::to_string(k_max_step_args) +
+                                                         " arguments; this one has " + std::to_string(spec.args.size()));
+  }
+  for (const std::string& arg : spec.args) {
+    if (arg.size() > k_max_step_arg_bytes) return refused(spec, arg, "is longer than 4096 bytes");
+    if (arg.find('\0') != std::string::npos) return refused(spec, arg, "holds a NUL byte");
+  }
+  if (spec.inputs.empty() || spec.inputs.size() > k_max_step_files || spec.outputs.size() > k_max_step_files) {
+    return make_error(ErrorCode::k_invalid_argument, "a step has 1 to " + std::to_string(k_max_step_files) +
+                                                         " inputs and at most as many outputs");
+  }
+  std::set<std::string_view> seen;
+  for (const auto* names : {&spec.inputs, &spec.outputs}) {
+    for (const std::string& name : *names) {
+      if (!is_step_file_name(name) || name == k_step_stdout || name == k_step_stderr) {
+        return make_error(ErrorCode::k_invalid_argument,
+                          "'" + name.substr(0, 200) + "' cannot name a step's file: 1 to 128 bytes without '/', "
+                                                      "'\\' or control characters, not starting with . or -");
+      }
+      if (!seen.insert(name).second) {
+        return make_error(ErrorCode::k_invalid_argument, "the step names file '" + name + "' twice");
+      }
+    }
+  }
+  switch (spec.tool) {
+    case StepTool::cicc: return check_args(spec, k_cicc_options);
+    case StepTool::ptxas: return check_args(spec, k_ptxas_options);
+    case StepTool::host:
+      // Never run by the daemon: its arguments only name the compile in the key.
+      if (spec.outputs != std::vector<std::string>{std::string(k_step_object)}) {
+        return make_error(ErrorCode::k_invalid_argument, "a host step has one output, 'object'");
+      }
+      return {};
+  }
+  return {};
+}
+
+Digest step_tool_identity(StepTool tool, std::span<const Digest> files) {
+  Sha256 h;
+  h.update("kcache-step-tool");
+  h.update(step_tool_name(tool));
+  for (const Digest& d : files) h.update(as_bytes(d));
+  return h.finish();
+}
+
+Key compute_step_key(const StepSpec& spec, std::span<const Digest> input_digests) {
+  Sha256 h;
+  h.update("kcache-step");
+  std::array<char, 4> version{};
+  for (int i = 0; i < 4; ++i) version[i] = static_cast<char>((k_step_key_version >> (8 * i)) & 0xff);
+  hash_field(h, k_tag_version, {version.data(), version.size()});
+  char tool = static_cast<char>(spec.tool);
+  hash_field(h, k_tag_tool, {&tool, 1});
+  hash_field(h, k_tag_tool_digest, as_bytes(spec.tool_digest));
+  for (const std::string& arg : spec.args) hash_field(h, k_tag_arg, arg);
+  for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+    std::string value = spec.inputs[i];
+    value += '\0';
+    if (i < input_digests.size()) value += as_bytes(input_digests[i]);
+    hash_field(h, k_tag_input, value);
+  }
+  for (const std::string& name : spec.outputs) hash_field(h, k_tag_output, name);
+  return Key{h.finish()};
+}
+
+}  // namespace kcache

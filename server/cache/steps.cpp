@@ -1,0 +1,270 @@
+// The cache core's build steps (Cache::step): device steps run on the pool once per key, host
+// objects looked up or stored behind the host wall. The same tiers as compiles: the store (hot,
+// then local), the remote tier, then the pool.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "cache/cache.hpp"
+#include "remote/entry.hpp"
+
+namespace kcache::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Beyond the step's deadline, time for its worker to report the overrun itself.
+constexpr auto k_deadline_slack = std::chrono::seconds(5);
+
+// The images a step's entry holds: one file per output, in order (what it printed is kept beside
+// them, when it printed anything).
+std::vector<ImageRequest> output_images(const std::vector<std::string>& outputs) {
+  std::vector<ImageRequest> out;
+  for (const std::string& name : outputs) out.push_back({name, ImageKind::file});
+  return out;
+}
+
+EntryRecord step_record(StepTool tool) {
+  auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  // cicc reads preprocessed CUDA C++, ptxas PTX, the host compile the host side of CUDA C++.
+  return EntryRecord{tool == StepTool::ptxas ? InputFormat::ptx : InputFormat::cuda_cpp,
+                     std::string(step_tool_name(tool)), static_cast<std::uint64_t>(now.count())};
+}
+
+// What a run wrote and printed, as the images of its entry.
+std::vector<Image> step_images(const StepRun& run) {
+  std::vector<Image> images;
+  for (const auto& [name, bytes] : run.outputs) images.push_back(make_image({name, ImageKind::file}, bytes));
+  if (!run.stdout_text.empty()) images.push_back(make_image({std::string(k_step_stdout), ImageKind::file}, run.stdout_text));
+  if (!run.stderr_text.empty()) images.push_back(make_image({std::string(k_step_stderr), ImageKind::file}, run.stderr_text));
+  return images;
+}
+
+void log_step(const StepAsk& ask, std::string_view key_hex, Clock::time_point start,
+              const Expected<StepAnswer>& answered) {
+  StepTool tool = ask.spec.tool;
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (!answered) {
+    spdlog::warn("step tool={} key={:.12} outcome=error ms={:.1f} code={} error={:.1024}", step_tool_name(tool), key_hex,
+                 ms, error_code_name(answered.error().code), answered.error().message);
+    return;
+  }
+  spdlog::info("step tool={} key={:.12} outcome={} exit={} ms={:.1f}", step_tool_name(tool), key_hex,
+               ask.offered                                                 ? "stored"
+               : answered->outputs.empty() && answered->exit_code == 0 ? "absent"
+                                                                       : outcome_name(answered->outcome),
+               answered->exit_code, ms);
+}
+
+}  // namespace
+
+Expected<StepAnswer> Cache::step(const StepAsk& ask) {
+  auto start = Clock::now();
+  std::string key_hex = "-";
+  auto answered = answer_step(ask, key_hex);
+  StepCounters& count = m_step_counters[static_cast<std::size_t>(ask.spec.tool) - 1];
+  if (!answered || answered->exit_code != 0) {
+    ++count.failed;
+  } else if (ask.offered) {
+    ++count.stored;
+  } else {
+    ++(answered->outcome == Outcome::hit         ? count.hits
+       : answered->outcome == Outcome::coalesced ? count.coalesced
+                                                 : count.misses);
+  }
+  log_step(ask, key_hex, start, answered);
+  return answered;
+}
+
+void Cache::count_uncacheable(std::string_view reason) {
+  constexpr std::size_t k_max_reasons = 64, k_max_reason_bytes = 64;
+  bool printable = !reason.empty() && reason.size() <= k_max_reason_bytes &&
+                   std::all_of(reason.begin(), reason.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  std::string name = printable ? std::string(reason) : "other";
+  std::lock_guard lock(m_uncacheable_mutex);
+  if (!m_uncacheable.contains(name) && m_uncacheable.size() >= k_max_reasons) name = "other";
+  ++m_uncacheable[name];
+}
+
+std::map<std::string, std::uint64_t> Cache::uncacheable() const {
+  std::lock_guard lock(m_uncacheable_mutex);
+  return m_uncacheable;
+}
+
+Expected<Digest> Cache::step_tool(StepTool tool) {
+  std::lock_guard lock(m_step_tool_mutex);
+  auto it = m_step_tools.find(tool);
+  if (it == m_step_tools.end()) it = m_step_tools.emplace(tool, own_step_tool_identity(m_compiler.toolchain(), tool)).first;
+  return it->second;
+}
+
+Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex) {
+  if (ask.input_bytes > m_limits.max_module_bytes) {
+    return make_error(ErrorCode::k_resource_exhausted, "the step's files are " + std::to_string(ask.input_bytes) +
+                                                           " bytes; this kcached accepts " +
+                                                           std::to_string(m_limits.max_module_bytes) +
+                                                           " at most (--max-module-size)");
+  }
+  const StepTool tool = ask.spec.tool;
+  const Side side = step_side(tool);
+  if (side == Side::device) {
+    auto own = step_tool(tool);
+    if (!own) return own.error();
+    if (*own != ask.spec.tool_digest) {
+      return make_error(ErrorCode::k_failed_precondition,
+                        "this kcached's " + std::string(step_tool_name(tool)) + " (identity " + to_hex(*own).substr(0, 16) +
+                            ") is not the one the client runs (" + to_hex(ask.spec.tool_digest).substr(0, 16) +
+                            "): the toolkits differ, so the client runs the step itself");
+    }
+  }
+  StepAnswer out;
+  out.key = compute_step_key(ask.spec, ask.input_digests);
+  key_hex = out.key.hex();
+  if (auto stored = stored_step(side, out.key, ask.spec.outputs)) {
+    stored->key = out.key;
+    return *std::move(stored);
+  }
+  if (side == Side::host) {
+    out.outcome = Outcome::miss;
+    if (!ask.offered) return out;  // looked up, absent: the client compiles and offers
+    StepRun run;
+    run.outputs.emplace_back(std::string(k_step_object), std::string(*ask.offered));
+    run.stderr_text = std::string(ask.offered_stderr);
+    std::vector<Image> images = step_images(run);
+    images.front().meta.kind = ImageKind::object;  // checked by the host wall, as every host object
+    EntryRecord record = step_record(tool);
+    if (auto put = m_store.put(side, out.key, record, images); !put) {
+      if (put.error().code == ErrorCode::k_resource_exhausted) return out;  // larger than the cache: not kept
+      return make_error(ErrorCode::k_invalid_argument,
+                        "the host object was not stored: " + put.error().message);
+    }
+    if (m_remote != nullptr) m_remote->write(side, out.key, record, std::move(images), std::nullopt);
+    return out;
+  }
+  Answer how = Answer::compiled;
+  auto run = run_step_once(ask, out.key, how);
+  if (!run) return run.error();
+  if (how == Answer::remote || (how == Answer::coalesced && run->outputs.empty() && run->exit_code == 0)) {
+    // Another daemon's run, or one that finished here just now: read as stored.
+    auto stored = stored_step(side, out.key, ask.spec.outputs);
+    if (!stored) return make_error(ErrorCode::k_internal, "the step's entry " + key_hex + " vanished as it was read");
+    stored->key = out.key;
+    stored->outcome = how == Answer::remote ? Outcome::hit : Outcome::coalesced;
+    return *std::move(stored);
+  }
+  out.outcome = how == Answer::coalesced ? Outcome::coalesced : Outcome::miss;
+  out.exit_code = run->exit_code;
+  out.outputs = std::move(run->outputs);
+  out.stdout_text = std::move(run->stdout_text);
+  out.stderr_text = std::move(run->stderr_text);
+  return out;
+}
+
+std::optional<StepAnswer> Cache::stored_step(Side side, const Key& key, const std::vector<std::string>& outputs) {
+  std::vector<ImageRequest> wanted = output_images(outputs);
+  if (side == Side::host) wanted = {{std::string(k_step_object), ImageKind::object}};
+  auto metas = m_store.list(side, key);
+  if (metas && metas->empty() && read_through(side, key, &wanted)) metas = m_store.list(side, key);
+  if (!metas || metas->empty()) return std::nullopt;
+  StepAnswer out;
+  out.outcome = Outcome::hit;
+  for (const ImageRequest& want : wanted) {
+    auto image = get_image(side, key, want);
+    if (!image) return std::nullopt;
+    out.outputs.emplace_back(want.arch, (*image)->data);
+  }
+  for (const ImageMeta& meta : *metas) {
+    if (meta.kind != ImageKind::file || (meta.arch != k_step_stdout && meta.arch != k_step_stderr)) continue;
+    auto image = get_image(side, key, meta.id());
+    if (!image) return std::nullopt;
+    (meta.arch == k_step_stdout ? out.stdout_text : out.stderr_text) = (*image)->data;
+  }
+  return out;
+}
+
+Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answer& answer) {
+  const Side side = step_side(ask.spec.tool);
+  std::vector<ImageRequest> wanted = output_images(ask.spec.outputs);
+  std::string flight = remote::flight_of(side, key, wanted);
+  struct Pending {
+    StepWork work;
+    std::vector<std::string> inputs;  // the bytes work.inputs point into
+    std::optional<remote::RemoteTier::Lease> lease;
+    std::promise<Expected<StepRun>> done;
+  };
+  std::shared_future<Expected<StepRun>> result;
+  std::shared_ptr<Pending> pending;
+  {
+    std::lock_guard lock(m_in_flight_mutex);
+    if (auto it = m_steps_in_flight.find(flight); it != m_steps_in_flight.end()) {
+      result = it->second;
+    } else if (all_stored(side, key, wanted)) {
+      answer = Answer::coalesced;  // stored since the caller looked
+      return StepRun{};
+    } else {
+      pending = std::make_shared<Pending>();
+      result = pending->done.get_future().share();
+      m_steps_in_flight.emplace(flight, result);
+    }
+  }
+  answer = pending == nullptr ? Answer::coalesced : Answer::compiled;
+  auto leave_table = [this, flight] {
+    std::lock_guard lock(m_in_flight_mutex);
+    m_steps_in_flight.erase(flight);
+  };
+  if (pending && m_remote != nullptr) {
+    remote::RemoteTier::Turn turn = m_remote->await_turn(side, key, flight, Clock::now() + m_limits.job_timeout,
+                                                         [&] { return pull(side, key, &wanted); });
+    if (turn.pulled) {
+      answer = Answer::remote;
+      leave_table();
+      pending->done.set_value(StepRun{});
+      return StepRun{};
+    }
+    pending->lease = std::move(turn.lease);
+  }
+  if (pending) {
+    pending->inputs.assign(ask.inputs.begin(), ask.inputs.end());
+    pending->work.tool = ask.spec.tool;
+    pending->work.args = ask.spec.args;
+    pending->work.outputs = ask.spec.outputs;
+    for (std::size_t i = 0; i < ask.spec.inputs.size(); ++i) {
+      pending->work.inputs.emplace_back(ask.spec.inputs[i], pending->inputs[i]);
+    }
+    pending->work.deadline = Clock::now() + m_limits.job_timeout;
+    auto finish = [this, pending, key, leave_table, side](Expected<StepRun> run) {
+      if (run && run->exit_code == 0) {
+        ++m_counters.compiles;
+        EntryRecord record = step_record(pending->work.tool);
+        std::vector<Image> images = step_images(*run);
+        if (auto put = m_store.put(side, key, record, images); !put && put.error().code != ErrorCode::k_resource_exhausted) {
+          run = put.error();
+        } else if (m_remote != nullptr) {
+          m_remote->write(side, key, record, std::move(images), std::move(pending->lease));
+        }
+      }
+      if (pending->lease) m_remote->release(std::move(*pending->lease));
+      leave_table();  // stored (or failed) before it leaves the table
+      pending->done.set_value(std::move(run));
+    };
+    auto queued = m_pool.submit([this, pending, key, finish] {
+      auto started = Clock::now();
+      CpuSlots::Lease cpus = m_pool.cpus().take(1);
+      auto run = m_workers.run_step(pending->work, cpus.cpus(), key);
+      double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+      m_metrics.observe_compile(seconds);
+      m_metrics.observe_tier(Metrics::Tier::compile, seconds);
+      finish(std::move(run));
+    });
+    if (!queued) finish(queued.error());
+  }
+  if (result.wait_for(m_limits.job_timeout + k_deadline_slack) == std::future_status::timeout) {
+    return make_error(ErrorCode::k_deadline_exceeded, "the step of key " + key.hex() +
+                                                          " did not finish within the job time limit (" +
+                                                          std::to_string(m_limits.job_timeout.count()) +
+                                                          " s, --job-timeout)");
+  }
+  return result.get();
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,107 @@
+#include "compile/tool_step.hpp"
+
+#include <stdlib.h>
+
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include "kcache/process.hpp"
+
+namespace kcache::server {
+namespace {
+
+std::filesystem::path cicc_path(const Toolchain& t) { return t.cuda_root / "nvvm" / "bin" / "cicc"; }
+
+// The tool's program, and for cicc the folder it reads libdevice from (NVVMIR_LIBRARY_DIR).
+Expected<std::filesystem::path> program(const Toolchain& t, StepTool tool) {
+  std::error_code ec;
+  if (tool == StepTool::cicc && t.cuda_present && std::filesystem::exists(cicc_path(t), ec) && !t.libdevice.empty()) {
+    return cicc_path(t);
+  }
+  if (tool == StepTool::ptxas && t.cuda_present) return t.ptxas;
+  return make_error(ErrorCode::k_failed_precondition,
+                    "this kcached has no " + std::string(step_tool_name(tool)) + " (CUDA toolkit at '" +
+                        t.cuda_root.string() + "'): the client runs the step itself");
+}
+
+// A folder of the worker's own, removed with everything in it when the step ends.
+class StepFolder {
+ public:
+  StepFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kcache-step-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) m_path = pattern;
+  }
+  ~StepFolder() {
+    std::error_code ec;
+    if (!m_path.empty()) std::filesystem::remove_all(m_path, ec);
+  }
+  StepFolder(const StepFolder&) = delete;
+  StepFolder& operator=(const StepFolder&) = delete;
+  const std::filesystem::path& path() const { return m_path; }
+
+ private:
+  std::filesystem::path m_path;
+};
+
+}  // namespace
+
+Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
+  auto tool = program(toolchain, work.tool);
+  if (!tool) return tool.error();
+  StepFolder folder;
+  if (folder.path().empty()) return make_error(ErrorCode::k_internal, "cannot make a folder for the step");
+  for (const auto& [name, bytes] : work.inputs) {
+    std::ofstream out(folder.path() / name, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) return make_error(ErrorCode::k_internal, "cannot write the step's input " + name);
+  }
+  std::vector<std::string> argv = {tool->string()};
+  argv.insert(argv.end(), work.args.begin(), work.args.end());
+  // The tool sees nothing of the daemon's environment but where libdevice is.
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "LC_ALL=C",
+                                  "NVVMIR_LIBRARY_DIR=" + (toolchain.cuda_root / "nvvm" / "libdevice").string()};
+  ProcessOptions options;
+  options.output = ProcessOptions::Output::separate;
+  options.cwd = folder.path();
+  options.env = &env;
+  options.deadline = work.deadline;
+  options.max_output = 4ULL << 20;
+  auto ran = run_process(argv, options);
+  if (!ran) return ran.error();
+  StepRun out;
+  out.exit_code = ran->signal != 0 ? 128 + ran->signal : ran->exit_code;
+  out.stdout_text = std::move(ran->output);
+  out.stderr_text = std::move(ran->error_output);
+  if (out.exit_code != 0) return out;
+  for (const std::string& name : work.outputs) {
+    std::filesystem::path path = folder.path() / name;
+    std::error_code ec;
+    auto size = std::filesystem::file_size(path, ec);
+    if (ec || !std::filesystem::is_regular_file(path, ec)) {
+      return make_error(ErrorCode::k_internal, std::string(step_tool_name(work.tool)) + " exited 0 without writing " +
+                                                   name + ", which the step declares as an output");
+    }
+    if (size > k_max_step_output) {
+      return make_error(ErrorCode::k_resource_exhausted, std::string(step_tool_name(work.tool)) + " wrote " +
+                                                             std::to_string(size) + " bytes to " + name +
+                                                             "; a step's output may have 256 MiB at most");
+    }
+    std::ifstream in(path, std::ios::binary);
+    out.outputs.emplace_back(name, std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  }
+  return out;
+}
+
+Expected<Digest> own_step_tool_identity(const Toolchain& toolchain, StepTool tool) {
+  auto path = program(toolchain, tool);
+  if (!path) return path.error();
+  std::vector<Digest> files;
+  auto digest = sha256_file(path->string());
+  if (!digest) return make_error(ErrorCode::k_internal, "cannot read " + path->string());
+  files.push_back(*digest);
+  if (tool == StepTool::cicc) files.push_back(sha256(toolchain.libdevice_bitcode));
+  return step_tool_identity(tool, files);
+}
+
+}  // namespace kcache::server
