@@ -1,0 +1,192 @@
+#include "launcher/nvcc_plan.hpp"
+
+#include <cctype>
+#include <set>
+
+namespace kcache::launcher {
+namespace {
+
+Error unsupported(std::string_view line, std::string_view why) {
+  return make_error(ErrorCode::k_invalid_argument,
+                    "nvcc's plan line '" + std::string(line.substr(0, 160)) + "' " + std::string(why));
+}
+
+bool name_char(char c, bool first) {
+  return c == '_' || std::isalpha(static_cast<unsigned char>(c)) || (!first && std::isdigit(static_cast<unsigned char>(c)));
+}
+
+// Reads $NAME or ${NAME} at `i` (just past the '$'), appending its value.
+bool expand(std::string_view line, std::size_t& i, const std::map<std::string, std::string>& vars, std::string& out) {
+  std::string name;
+  if (i < line.size() && line[i] == '{') {
+    std::size_t close = line.find('}', i);
+    if (close == std::string_view::npos) return false;
+    name = std::string(line.substr(i + 1, close - i - 1));
+    i = close + 1;
+  } else {
+    while (i < line.size() && name_char(line[i], name.empty())) name += line[i++];
+  }
+  if (name.empty()) return false;
+  if (auto it = vars.find(name); it != vars.end()) out += it->second;
+  return true;
+}
+
+}  // namespace
+
+Expected<std::vector<std::string>> shell_words(std::string_view line, const std::map<std::string, std::string>& vars) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < line.size();) {
+    char c = line[i];
+    if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(std::move(word)), word.clear(), in_word = false;
+      ++i;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'') {
+      std::size_t close = line.find('\'', i + 1);
+      if (close == std::string_view::npos) return unsupported(line, "has an unclosed quote");
+      word += line.substr(i + 1, close - i - 1);
+      i = close + 1;
+    } else if (c == '"') {
+      for (++i;; ++i) {
+        if (i >= line.size()) return unsupported(line, "has an unclosed quote");
+        char q = line[i];
+        if (q == '"') break;
+        if (q == '\\' && i + 1 < line.size() && std::string_view("\"\\$`").find(line[i + 1]) != std::string_view::npos) {
+          word += line[++i];
+        } else if (q == '$') {
+          ++i;
+          if (!expand(line, i, vars, word)) return unsupported(line, "has a '$' the launcher does not expand");
+          --i;
+        } else if (q == '`') {
+          return unsupported(line, "substitutes a command");
+        } else {
+          word += q;
+        }
+      }
+      ++i;
+    } else if (c == '\\') {
+      if (i + 1 < line.size()) word += line[i + 1];
+      i += 2;
+    } else if (c == '$') {
+      ++i;
+      std::string value;
+      if (!expand(line, i, vars, value)) return unsupported(line, "has a '$' the launcher does not expand");
+      if (value.find_first_of(" \t") != std::string::npos) return unsupported(line, "splits a variable into words");
+      word += value;
+    } else if (std::string_view("|&;<>()`*?[]{}~#").find(c) != std::string_view::npos) {
+      return unsupported(line, "uses shell syntax the launcher does not run itself");
+    } else {
+      word += c;
+      ++i;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+Expected<std::vector<PlanStep>> parse_plan(std::string_view dryrun_output, std::map<std::string, std::string>& vars) {
+  std::vector<PlanStep> steps;
+  constexpr std::string_view k_prefix = "#$ ";
+  constexpr std::string_view k_filter = "-- Filter Dependencies --";
+  for (std::size_t at = 0; at < dryrun_output.size();) {
+    std::size_t end = dryrun_output.find('\n', at);
+    if (end == std::string_view::npos) end = dryrun_output.size();
+    std::string_view line = dryrun_output.substr(at, end - at);
+    at = end + 1;
+    if (!line.starts_with(k_prefix)) continue;  // nvcc's own messages
+    line.remove_prefix(k_prefix.size());
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    if (line.empty()) continue;
+    PlanStep step;
+    if (line.starts_with(k_filter)) {
+      std::string_view rest = line.substr(k_filter.size());
+      auto gt = rest.find('>');
+      if (gt == std::string_view::npos) return unsupported(line, "writes dependencies to standard output");
+      auto words = shell_words(rest.substr(gt + 1), vars);
+      if (!words || words->size() != 1) return unsupported(line, "names no single dependency file");
+      step.kind = PlanStep::Kind::filter_deps;
+      step.target = words->front();
+      steps.push_back(std::move(step));
+      continue;
+    }
+    std::size_t name_end = 0;
+    while (name_end < line.size() && name_char(line[name_end], name_end == 0)) ++name_end;
+    if (name_end > 0 && name_end < line.size() && line[name_end] == '=') {
+      auto words = shell_words(line.substr(name_end + 1), vars);
+      if (!words) return words.error();
+      step.kind = PlanStep::Kind::assign;
+      step.name = std::string(line.substr(0, name_end));
+      for (const std::string& w : *words) step.value += (step.value.empty() ? "" : " ") + w;
+      vars[step.name] = step.value;
+      steps.push_back(std::move(step));
+      continue;
+    }
+    auto words = shell_words(line, vars);
+    if (!words) return words.error();
+    if (words->empty()) continue;
+    if (words->front() == "rm") {
+      step.kind = PlanStep::Kind::remove;
+      step.argv.assign(words->begin() + 1, words->end());
+    } else {
+      step.argv = std::move(*words);
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+namespace {
+
+// The file names of a preprocessed output's line markers (# N "file" flags), as GCC escapes them.
+void marked_files(std::string_view text, std::vector<std::string>& out, std::set<std::string>& seen) {
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.size() < 5 || line[0] != '#' || line[1] != ' ' || !std::isdigit(static_cast<unsigned char>(line[2]))) continue;
+    std::size_t quote = line.find('"');
+    if (quote == std::string_view::npos) continue;
+    std::string name;
+    std::size_t i = quote + 1;
+    for (; i < line.size() && line[i] != '"'; ++i) {
+      if (line[i] == '\\' && i + 1 < line.size()) ++i;
+      name += line[i];
+    }
+    if (name.empty() || name.front() == '<') continue;  // <built-in>, <command-line>
+    if (seen.insert(name).second) out.push_back(std::move(name));
+  }
+}
+
+// A file name as make reads it: spaces escaped.
+std::string make_escaped(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ' ') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string dependency_file(std::string_view target, const std::vector<std::string>& preprocessed, bool phony) {
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const std::string& text : preprocessed) marked_files(text, files, seen);
+  std::string out = std::string(target) + " :";
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    out += (i == 0 ? " " : " \\\n    ") + make_escaped(files[i]);
+  }
+  out += "\n";
+  if (phony) {
+    for (std::size_t i = 1; i < files.size(); ++i) out += "\n" + make_escaped(files[i]) + ":\n";
+  }
+  return out;
+}
+
+}  // namespace kcache::launcher
