@@ -5,7 +5,7 @@
 #include <latch>
 
 #include "compile/compiler.hpp"
-#include "compile/process.hpp"
+#include "kcache/process.hpp"
 #include "worker/job_queue.hpp"
 
 namespace kcache::server {
