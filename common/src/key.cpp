@@ -25,16 +25,7 @@ enum Tag : std::uint8_t {
   k_tag_amd_code_object_cap = 16,
 };
 
-// Each field is tag (1 byte) | length (8 bytes, little endian) | bytes: no two different jobs
-// can encode to the same byte string.
-void hash_field(Sha256& h, Tag tag, std::string_view value) {
-  std::array<char, 9> head{};
-  head[0] = static_cast<char>(tag);
-  std::uint64_t len = value.size();
-  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
-  h.update({head.data(), head.size()});
-  h.update(value);
-}
+void hash_field(Sha256& h, Tag tag, std::string_view value) { hash_tagged_field(h, tag, value); }
 
 void hash_byte(Sha256& h, Tag tag, std::uint8_t value) {
   char c = static_cast<char>(value);
@@ -42,6 +33,15 @@ void hash_byte(Sha256& h, Tag tag, std::uint8_t value) {
 }
 
 }  // namespace
+
+void hash_tagged_field(Sha256& h, std::uint8_t tag, std::string_view value) {
+  std::array<char, 9> head{};
+  head[0] = static_cast<char>(tag);
+  std::uint64_t len = value.size();
+  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  h.update({head.data(), head.size()});
+  h.update(value);
+}
 
 Expected<Key> parse_key(std::string_view hex) {
   auto digest = digest_from_hex(hex);

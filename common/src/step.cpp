@@ -129,7 +129,7 @@ Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
   return {};
 }
 
-// Each field is tag (1 byte) | length (8 bytes, little endian) | bytes, as in compile keys.
+// Each field as in compile keys (hash_tagged_field).
 enum Tag : std::uint8_t {
   k_tag_version = 1,
   k_tag_tool = 2,
@@ -139,14 +139,7 @@ enum Tag : std::uint8_t {
   k_tag_output = 6,
 };
 
-void hash_field(Sha256& h, Tag tag, std::string_view value) {
-  std::array<char, 9> head{};
-  head[0] = static_cast<char>(tag);
-  std::uint64_t len = value.size();
-  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((len >> (8 * i)) & 0xff);
-  h.update({head.data(), head.size()});
-  h.update(value);
-}
+void hash_field(Sha256& h, Tag tag, std::string_view value) { hash_tagged_field(h, tag, value); }
 
 constexpr std::uint32_t k_step_key_version = 1;
 

@@ -23,6 +23,10 @@ struct Key {
   bool operator==(const Key&) const = default;
 };
 
+// One field of a key's encoding: tag (1 byte) | length (8 bytes, little endian) | bytes, so no two
+// different jobs (or steps, kcache/step.hpp) encode to the same byte string.
+void hash_tagged_field(Sha256& h, std::uint8_t tag, std::string_view value);
+
 // Parses the 64-hex-digit form a key travels in.
 Expected<Key> parse_key(std::string_view hex);
 
