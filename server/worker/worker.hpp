@@ -32,6 +32,7 @@ struct WorkerConfig {
   std::string cubin_assembler = "auto";
   std::string log_level = "info";
   std::uint64_t memory_limit = 0;  // address space, bytes; 0: none
+  std::vector<ToolRun> tool_runs;  // the daemon's detection's program runs (ToolRuns), for reuse
 };
 
 // `kcached --worker ...`: serves jobs on fd 3 until the daemon closes it. Returns the exit code.
@@ -69,7 +70,7 @@ class WorkerSet {
     int fd = -1;
     bool ready = false;  // its hello has arrived
   };
-  // Spawns a worker and returns it without waiting for its hello.
+  // Spawns a worker, sends it the Setup, and returns it without waiting for its hello.
   Expected<Process> spawn();
   Expected<void> await_hello(Process& p);
   // Starts a worker in place of one that ended and leaves it idle (it says hello to its first job).
