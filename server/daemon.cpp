@@ -159,13 +159,16 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
                              : config.cubin_assembler == "nvjitlink" ? CubinAssembler::nvjitlink
                                                                      : CubinAssembler::automatic;
   // The workers compile; the daemon only describes the toolchain, and learns the assembler from
-  // its first worker rather than keep nvJitLink mapped (ToolkitLibraries).
-  Toolchain detected = detect_toolchain(config.cuda_root, assembler, ToolkitLibraries::by_workers, config.rocm_device_libs);
+  // its first worker rather than keep nvJitLink mapped (ToolkitLibraries). What ptxas and ld.lld
+  // answered goes to the workers, which run them again only where their files changed (ToolRuns).
+  ToolRuns runs;
+  Toolchain detected =
+      detect_toolchain(config.cuda_root, assembler, ToolkitLibraries::by_workers, config.rocm_device_libs, &runs);
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
   worker::WorkerConfig worker_config{config.cuda_root, config.rocm_device_libs, config.cubin_assembler, config.log_level,
-                                     config.worker_memory};
+                                     config.worker_memory, runs.runs()};
   d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config);
   auto report = d->m_workers->start(config.workers);
   if (!report) return report.error();

@@ -7,6 +7,8 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -54,11 +56,22 @@ std::vector<std::string> llvm_device_archs() {
   return out;
 }
 
-void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root) {
+// Asks `program` with `args` through `runs`.
+Expected<ProcessResult> ask(ToolRuns& runs, const std::filesystem::path& program, const std::vector<std::string>& args) {
+  std::string question;
+  for (const std::string& a : args) question += (question.empty() ? "" : " ") + a;
+  return runs.ask(program, question, [&] {
+    std::vector<std::string> argv = {program.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_process(argv);
+  });
+}
+
+void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root, ToolRuns& runs) {
   t.cuda_root = cuda_root;
   std::filesystem::path ptxas = cuda_root / "bin" / "ptxas";
   if (!std::filesystem::exists(ptxas)) return;
-  auto version = run_process({ptxas.string(), "--version"});
+  auto version = ask(runs, ptxas, {"--version"});
   if (!version || version->exit_code != 0) return;
   std::smatch m;
   static const std::regex release(R"(release [0-9.]+, V[0-9.]+)");
@@ -67,7 +80,7 @@ void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root) {
   if (std::regex_search(version->output, m, cuda_release)) {
     t.cuda_version = static_cast<CudaVersion>(std::stoi(m[1]) * 1000 + std::stoi(m[2]) * 10);
   }
-  auto help = run_process({ptxas.string(), "--help"});
+  auto help = ask(runs, ptxas, {"--help"});
   if (!help || help->exit_code != 0) return;
   static const std::regex sm("'(sm_[0-9]+[af]?)'");
   for (auto it = std::sregex_iterator(help->output.begin(), help->output.end(), sm); it != std::sregex_iterator(); ++it) {
@@ -110,25 +123,25 @@ std::vector<int> llvm_ptx_versions() {
 
 // The newest PTX ISA that LLVM emits and ptxas accepts, found by asking ptxas to parse an empty
 // module of each version, newest first.
-int newest_common_ptx_version(const Toolchain& t) {
+int newest_common_ptx_version(const Toolchain& t, ToolRuns& runs) {
   if (!t.cuda_present) return 0;
-  TempDir scratch;
-  if (scratch.path().empty()) return 0;
-  const std::filesystem::path& dir = scratch.path();
-  std::filesystem::path file = dir / "probe.ptx";
-  int found = 0;
+  std::optional<TempDir> scratch;  // made for the first probe that runs ptxas
   for (int version : llvm_ptx_versions()) {
-    {
-      std::ofstream f(file);
-      f << ".version " << version / 10 << "." << version % 10 << "\n.target sm_75\n.address_size 64\n";
-    }
-    auto r = run_process({t.ptxas.string(), "-arch=sm_75", "-o", (dir / "probe.cubin").string(), file.string()});
-    if (r && r->exit_code == 0) {
-      found = version;
-      break;
-    }
+    std::string probe = ".version " + std::to_string(version / 10) + "." + std::to_string(version % 10) +
+                        "\n.target sm_75\n.address_size 64\n";
+    auto r = runs.ask(t.ptxas, "-arch=sm_75 " + probe, [&]() -> Expected<ProcessResult> {
+      if (!scratch) scratch.emplace();
+      const std::filesystem::path& dir = scratch->path();
+      if (dir.empty()) return make_error(ErrorCode::k_internal, "no scratch folder for the PTX probe");
+      {
+        std::ofstream f(dir / "probe.ptx");
+        f << probe;
+      }
+      return run_process({t.ptxas.string(), "-arch=sm_75", "-o", (dir / "probe.cubin").string(), (dir / "probe.ptx").string()});
+    });
+    if (r && r->exit_code == 0) return version;
   }
-  return found;
+  return 0;
 }
 
 std::string read_whole(const std::filesystem::path& path) {
@@ -140,13 +153,13 @@ std::string read_whole(const std::filesystem::path& path) {
 // LLVM's AMDGPU backend, ld.lld (found at configure time beside LLVM; else on PATH's usual
 // places), and ROCm's device libraries (--rocm-device-libs; else Debian's rocm-device-libs, else
 // /opt/rocm's).
-void detect_amdgpu(Toolchain& t, const std::filesystem::path& rocm_device_libs) {
+void detect_amdgpu(Toolchain& t, const std::filesystem::path& rocm_device_libs, ToolRuns& runs) {
   llvm::Triple triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())};
   std::string error;
   t.amdgpu_present = llvm::TargetRegistry::lookupTarget(triple, error) != nullptr;
   for (const char* candidate : {KCACHE_LLD_PATH, "/usr/bin/ld.lld-22", "/usr/lib/llvm-22/bin/ld.lld"}) {
     if (std::string_view(candidate).empty() || !std::filesystem::exists(candidate)) continue;
-    auto version = run_process({candidate, "--version"});
+    auto version = ask(runs, candidate, {"--version"});
     if (!version || version->exit_code != 0) continue;
     t.lld = candidate;
     t.lld_version = version->output.substr(0, version->output.find('\n'));
@@ -178,6 +191,33 @@ void hash_part(Sha256& h, std::string_view name, std::string_view value) {
 }
 
 }  // namespace
+
+std::optional<FileIdentity> file_identity(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  auto ns = [](const timespec& t) { return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; };
+  return FileIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                      static_cast<std::uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+Expected<ProcessResult> ToolRuns::ask(const std::filesystem::path& program, std::string_view question,
+                                      const std::function<Expected<ProcessResult>()>& run) {
+  std::optional<FileIdentity> identity = file_identity(program);
+  if (!identity) return run();  // nothing to know it by
+  for (const ToolRun& known : m_runs) {
+    if (known.program == program.string() && known.question == question && known.identity == *identity) {
+      return ProcessResult{known.exit_code, 0, known.output, {}};
+    }
+  }
+  auto result = run();
+  if (!result) return result;
+  // Kept only when the file did not change while it ran (the answer is then that file's) and the
+  // program was not killed (an accident of that run, not an answer).
+  if (result->signal == 0 && file_identity(program) == identity) {
+    m_runs.push_back({program.string(), *identity, std::string(question), result->exit_code, result->output});
+  }
+  return result;
+}
 
 std::string assembler_name(const Toolchain& t) {
   if (!t.cuda_present) return "none";
@@ -237,16 +277,18 @@ bool assembler_by_workers(const Toolchain& t, CubinAssembler assembler) {
 }
 
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssembler assembler, ToolkitLibraries load,
-                           const std::filesystem::path& rocm_device_libs) {
+                           const std::filesystem::path& rocm_device_libs, ToolRuns* runs) {
+  ToolRuns own;
+  if (runs == nullptr) runs = &own;
   initialise_llvm();
   Toolchain t;
   t.llvm_version = LLVM_VERSION_STRING;
   t.host_triple = llvm::Triple::normalize(llvm::sys::getDefaultTargetTriple());
   t.rtlib_digest = rtlib::rtlib_digest();
   t.device_archs = llvm_device_archs();
-  detect_cuda(t, cuda_root);
+  detect_cuda(t, cuda_root, *runs);
   detect_libdevice(t, cuda_root);
-  detect_amdgpu(t, rocm_device_libs);
+  detect_amdgpu(t, rocm_device_libs, *runs);
   if (load == ToolkitLibraries::load && assembler_by_workers(t, assembler)) {
     t.nvjitlink = NvJitLink::open(cuda_root);
     if (t.nvjitlink) t.nvjitlink_version = t.nvjitlink->version();
@@ -261,7 +303,7 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
       if (t.nvrtc) t.nvrtc_version = t.nvrtc->version();
     }
   }
-  t.max_ptx_version = newest_common_ptx_version(t);
+  t.max_ptx_version = newest_common_ptx_version(t, *runs);
 
   t.fingerprint = toolchain_fingerprint(t);
   return t;

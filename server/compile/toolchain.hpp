@@ -2,12 +2,17 @@
 // enters every key, so a toolchain change never serves an image another toolchain made.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compile/nvjitlink.hpp"
 #include "compile/nvrtc.hpp"
+#include "kcache/process.hpp"
 #include "kcache/driver.hpp"
 #include "kcache/sha256.hpp"
 
@@ -57,6 +62,49 @@ struct Toolchain {
   Digest fingerprint{};
 };
 
+// What replacing or rewriting a file changes (ccache's compiler check reads the same): its
+// device, inode, size, and modification and status-change times.
+struct FileIdentity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+// The identity of the file at `path` (symbolic links followed); nullopt where it cannot be read.
+std::optional<FileIdentity> file_identity(const std::filesystem::path& path);
+
+// One run of a toolchain program during detection: the program, its file's identity then, what it
+// was asked (its arguments, or the input a probe gave it) and how it answered.
+struct ToolRun {
+  std::string program;
+  FileIdentity identity;
+  std::string question;
+  int exit_code = -1;
+  std::string output;
+};
+
+// The answers of the toolchain programs (ptxas, ld.lld) a detection ran. kcached detects with none
+// known and hands what it learnt to each worker, whose detection runs a program again only where
+// its file is no longer the one kcached ran: a toolkit replaced or rewritten under the daemon is
+// asked afresh, so the worker's fingerprint shows the change and kcached refuses the worker.
+class ToolRuns {
+ public:
+  ToolRuns() = default;
+  explicit ToolRuns(std::vector<ToolRun> known) : m_runs(std::move(known)) {}
+
+  // What `program` answers to `question`: a known answer of the same file, else what `run`
+  // returns, which is then known. A failure to run is returned and not kept.
+  Expected<ProcessResult> ask(const std::filesystem::path& program, std::string_view question,
+                              const std::function<Expected<ProcessResult>()>& run);
+  const std::vector<ToolRun>& runs() const { return m_runs; }
+
+ private:
+  std::vector<ToolRun> m_runs;
+};
+
 // Whether detect_toolchain loads the toolkit's libraries (nvJitLink, NVRTC). A process that
 // compiles does. kcached itself only describes the toolchain: its workers compile, and the
 // libraries would stay mapped in the daemon for good (~26 MiB resident for nvJitLink alone,
@@ -73,11 +121,12 @@ std::string cuda_headers_digest(const std::vector<std::filesystem::path>& includ
 // Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
 // fingerprint. Initialises LLVM's targets on first use.
 // ROCm's device libraries come from `rocm_device_libs` where given, else from Debian's
-// rocm-device-libs folder or /opt/rocm's.
+// rocm-device-libs folder or /opt/rocm's. Programs are asked through `runs` where given (known
+// answers of unchanged files are reused, new ones added), else run.
 Toolchain detect_toolchain(const std::filesystem::path& cuda_root,
                            CubinAssembler assembler = CubinAssembler::automatic,
                            ToolkitLibraries load = ToolkitLibraries::load,
-                           const std::filesystem::path& rocm_device_libs = {});
+                           const std::filesystem::path& rocm_device_libs = {}, ToolRuns* runs = nullptr);
 
 // Whether detect_toolchain(.., by_workers) left the assembler for a worker to report.
 bool assembler_by_workers(const Toolchain& toolchain, CubinAssembler assembler);

@@ -35,6 +35,7 @@ using worker_protocol::Hello;
 using worker_protocol::ImageRef;
 using worker_protocol::Job;
 using worker_protocol::Result;
+using worker_protocol::Setup;
 using worker_protocol::StepJob;
 using worker_protocol::StepOutcome;
 
@@ -146,6 +147,35 @@ Expected<CompileOutput> run_job(const Compiler& compiler, Job& job) {
   return compiler.compile(compile_job);
 }
 
+Setup setup_message(const std::vector<ToolRun>& runs) {
+  Setup setup;
+  for (const ToolRun& run : runs) {
+    worker_protocol::ToolRun* out = setup.add_tool_runs();
+    out->set_program(run.program);
+    out->set_device(run.identity.device);
+    out->set_inode(run.identity.inode);
+    out->set_size(run.identity.size);
+    out->set_mtime_ns(run.identity.mtime_ns);
+    out->set_ctime_ns(run.identity.ctime_ns);
+    out->set_question(run.question);
+    out->set_exit_code(run.exit_code);
+    out->set_output(run.output);
+  }
+  return setup;
+}
+
+std::vector<ToolRun> tool_runs_of(const Setup& setup) {
+  std::vector<ToolRun> runs;
+  for (const worker_protocol::ToolRun& run : setup.tool_runs()) {
+    runs.push_back({run.program(),
+                    {run.device(), run.inode(), run.size(), run.mtime_ns(), run.ctime_ns()},
+                    run.question(),
+                    run.exit_code(),
+                    run.output()});
+  }
+  return runs;
+}
+
 std::string describe_status(int status) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
@@ -188,8 +218,15 @@ int worker_main(int argc, char** argv) {
 
   throw_bad_alloc_from_llvm();
   throw_fatal_errors_from_llvm();
+  Setup setup;
+  if (auto received = receive_message(k_channel_fd, setup); !received) {
+    if (received.error().code == ErrorCode::k_unavailable) return 0;  // the daemon closed the channel
+    spdlog::error("bad setup from the daemon: {}", received.error().message);
+    return 1;
+  }
+  ToolRuns runs(tool_runs_of(setup));
   Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler), ToolkitLibraries::load,
-                                     config.rocm_device_libs));
+                                     config.rocm_device_libs, &runs));
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
   hello.set_nvjitlink_version(compiler.toolchain().nvjitlink_version);
@@ -289,6 +326,10 @@ Expected<WorkerSet::Process> WorkerSet::spawn() {
                       "cannot start a compile worker (" + m_executable.string() + "): " + std::strerror(rc));
   }
   p.fd = fds[0];
+  // A worker that cannot take it has died: await_hello says how.
+  if (auto sent = send_message(p.fd, setup_message(m_config.tool_runs)); !sent) {
+    spdlog::debug("a compile worker (pid {}) did not take its setup: {}", p.pid, sent.error().message);
+  }
   return p;
 }
 

@@ -38,6 +38,7 @@ struct WorkerConfig {
   std::string cubin_assembler = "auto";
   std::string log_level = "info";
   std::uint64_t memory_limit = 0;  // address space, bytes; 0: none
+  std::vector<ToolRun> tool_runs;  // the daemon's detection's program runs (ToolRuns), for reuse
 };
 
 // `kcached --worker ...`: serves jobs on fd 3 until the daemon closes it. Returns the exit code.
@@ -81,7 +82,7 @@ class WorkerSet {
   // `deadline`; a reply with an error code becomes that error.
   Expected<worker_protocol::Result> exchange(worker_protocol::Job& message,
                                              std::chrono::steady_clock::time_point deadline, const Key& key);
-  // Spawns a worker and returns it without waiting for its hello.
+  // Spawns a worker, sends it the Setup, and returns it without waiting for its hello.
   Expected<Process> spawn();
   Expected<void> await_hello(Process& p);
   // Starts a worker in place of one that ended and leaves it idle (it says hello to its first job).

@@ -196,5 +196,48 @@ TEST_F(QueuedJobs, AJobThatExpiredInTheQueueNeverReachesAWorker) {
   expect_compiles(read_test_data("kernels/saxpy.ll"));
 }
 
+// One worker, on a CUDA root whose ptxas is a script in front of the real one. Workers reuse what
+// the daemon's ptxas answered only while its file is the same (ToolRuns): one started after
+// ptxas changed must detect another toolchain, and kcached must refuse it.
+class ToolkitChange : public Isolation {
+ protected:
+  void SetUp() override {
+    m_ptxas = ptxas_path();
+    if (m_ptxas.empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
+    std::filesystem::create_directories(cuda_root() / "bin");
+    install_ptxas("exec '" + m_ptxas.string() + "' \"$@\"\n");
+    Isolation::SetUp();
+  }
+  std::vector<std::string> daemon_args() const override {
+    return {"--workers", "1", "--cuda-root", cuda_root().string(), "--cubin-assembler", "ptxas"};
+  }
+  std::filesystem::path cuda_root() const { return m_dir.path() / "cuda"; }
+
+  // Puts a script at cuda_root()/bin/ptxas as a package upgrade would: a new file renamed over it.
+  void install_ptxas(const std::string& body) {
+    std::filesystem::path tmp = cuda_root() / "bin" / "ptxas.new";
+    write_file(tmp, "#!/bin/sh\n" + body);
+    std::filesystem::permissions(tmp, std::filesystem::perms::owner_all);
+    std::filesystem::rename(tmp, cuda_root() / "bin" / "ptxas");
+  }
+
+  std::filesystem::path m_ptxas;
+};
+
+TEST_F(ToolkitChange, AWorkerStartedAfterPtxasChangedIsRefused) {
+  auto before = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_90"}, {v1::KIND_CUBIN}));
+  ASSERT_TRUE(before) << before.error().message;
+
+  // Another ptxas release; then the only worker crashes, and its replacement detects afresh.
+  install_ptxas("if [ \"$1\" = --version ]; then '" + m_ptxas.string() +
+                "' --version | sed 's/, V/, V1/'; exit; fi\nexec '" + m_ptxas.string() + "' \"$@\"\n");
+  ASSERT_FALSE(m_client->compile(faulty("kcache_test_fault_crash")));
+  auto after = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
+  ASSERT_FALSE(after) << "a worker with another ptxas compiled for this daemon";
+  EXPECT_EQ(after.error().code, ErrorCode::k_failed_precondition) << after.error().message;
+  EXPECT_NE(after.error().message.find("the toolkit changed under the daemon; restart kcached"), std::string::npos)
+      << after.error().message;
+}
+
 }  // namespace
 }  // namespace kcache::test
