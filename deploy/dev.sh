@@ -68,6 +68,10 @@ case "${1:-}" in
         # llvm-readobj, llvm-objdump and llvm-nm on every AMD corpus module; the daemon's side of
         # it is Amd.MatchesTheReferenceToolchainRunAsProcesses's, which stays.
         Amd.EveryModuleBecomesCodeObjectsThatLlvmReadsAndDisassembles
+        # 96 nvcc compiles of the launcher's CMake project on two daemons and Redis; the daemon's
+        # build steps stay under ASan through Launcher.ACmakeBuild* (hits, misses, host objects,
+        # the daemon down) and Launcher.OddCommands*, the remote tier through Fleet.*.
+        Launcher.ASecondMachineOfTheFleetRunsNoCompilerStep
       )
       echo "skipped under the sanitizers (deploy/dev.sh says why): ${skip[*]}"
       phase test build-asan bash -c 'cd build-asan && ctest --output-on-failure -j"$(nproc)" -L "unit|integration|fuzz" "$@"' \

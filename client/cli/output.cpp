@@ -4,14 +4,18 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
+#include "endpoint.hpp"
 #include "kcache/driver.hpp"
 #include "wire/wire.hpp"
 
 namespace kcache::cli {
 
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -157,6 +161,24 @@ void print_stats(const GlobalFlags& g, const v1::Stats& s) {
   json tiers = json::object();
   for (const auto& t : s.tier_seconds()) tiers[t.tier()] = {{"buckets", buckets_json(t.buckets())}, {"sum", t.sum()}};
   j["tier_seconds"] = tiers;
+  json steps = json::object();
+  for (const auto& st : s.steps()) {
+    steps[st.tool()] = {{"hits", st.hits()},     {"misses", st.misses()}, {"coalesced", st.coalesced()},
+                        {"stored", st.stored()}, {"failed", st.failed()}};
+  }
+  j["steps"] = steps;
+  json uncacheable = json::object();
+  for (const auto& rc : s.uncacheable()) uncacheable[rc.reason()] = rc.count();
+  j["uncacheable"] = uncacheable;
+  // This machine's launcher (kcache nvcc ...), from its own counters.
+  json launcher = json::object();
+  if (fs::path dir = kcache::state_dir(); !dir.empty()) {
+    std::ifstream in(dir / "launcher-stats");
+    std::string name;
+    unsigned long long count = 0;
+    while (in >> name >> count) launcher[name] = count;
+  }
+  j["launcher"] = launcher;
   if (g.json) {
     print_json(j);
     return;
@@ -179,6 +201,24 @@ void print_stats(const GlobalFlags& g, const v1::Stats& s) {
     } else {
       std::printf("  %-8s %llu, %.3f ms\n", t.tier().c_str(), static_cast<unsigned long long>(n),
                   1000.0 * t.sum() / static_cast<double>(n));
+    }
+  }
+  std::printf("\nbuild steps (tool: hits, misses, coalesced, host objects stored, failed):\n");
+  for (const auto& st : s.steps()) {
+    std::printf("  %-8s %llu, %llu, %llu, %llu, %llu\n", st.tool().c_str(), static_cast<unsigned long long>(st.hits()),
+                static_cast<unsigned long long>(st.misses()), static_cast<unsigned long long>(st.coalesced()),
+                static_cast<unsigned long long>(st.stored()), static_cast<unsigned long long>(st.failed()));
+  }
+  if (!s.uncacheable().empty()) {
+    std::printf("\ncompiles launchers ran without the cache, by reason:\n");
+    for (const auto& rc : s.uncacheable()) {
+      std::printf("  %-32s %llu\n", rc.reason().c_str(), static_cast<unsigned long long>(rc.count()));
+    }
+  }
+  if (!launcher.empty()) {
+    std::printf("\nthis machine's launcher (%s):\n", (kcache::state_dir() / "launcher-stats").c_str());
+    for (const auto& [name, count] : launcher.items()) {
+      std::printf("  %-32s %llu\n", name.c_str(), count.get<unsigned long long>());
     }
   }
   if (compiles > 0) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 
+#include "kcache/step.hpp"
 #include "store/records.hpp"
 
 namespace kcache::server::remote {
@@ -27,8 +28,14 @@ std::string image_suffix(const ImageRequest& which) { return which.arch + "." + 
 // (arch, kind) from "ARCH.KIND" as this file writes it; nullopt for anything else.
 std::optional<ImageRequest> parse_image_suffix(std::string_view suffix) {
   std::size_t dot = suffix.rfind('.');
-  if (dot == std::string_view::npos || dot == 0 || dot > k_max_arch_chars) return std::nullopt;
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
   std::string_view arch = suffix.substr(0, dot);
+  // A build step's file is named by its file name (kcache/step.hpp), dots and spaces included.
+  if (suffix.substr(dot + 1) == kind_name(ImageKind::file)) {
+    if (!is_step_file_name(arch)) return std::nullopt;
+    return ImageRequest{std::string(arch), ImageKind::file};
+  }
+  if (dot > k_max_arch_chars) return std::nullopt;
   bool plain = std::all_of(arch.begin(), arch.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
            c == ':' || c == '+';

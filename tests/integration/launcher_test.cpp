@@ -1,18 +1,25 @@
 // kcache as the CUDA compiler launcher (client/cli/launcher/), on the CMake project of
 // tests/data/launcher (12 CUDA files: templates, a shared header, host-only code under
 // #ifndef __CUDA_ARCH__, relocatable device code, two archs), built with nvcc through
-// CMAKE_CUDA_COMPILER_LAUNCHER against a real kcached. The launcher's own counters
+// CMAKE_CUDA_COMPILER_LAUNCHER against real kcached processes (two of them on one Redis for the
+// fleet), and on single nvcc commands of odd shapes. The launcher's own counters
 // (KCACHE_STATE_DIR/launcher-stats) say which steps hit, missed or ran here.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
-#include "daemon_fixture.hpp"
+#include "kcache/client.hpp"
 #include "kcache/process.hpp"
+#include "redis_process.hpp"
 #include "test_paths.hpp"
+#include "test_support.hpp"
 
 extern char** environ;
 
@@ -20,8 +27,23 @@ namespace kcache::test {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
-class Launcher : public DaemonTest {
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool poll_until(const std::function<bool()>& condition, std::chrono::seconds timeout = 60s) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+class Launcher : public ::testing::Test {
  protected:
   void SetUp() override {
     nvcc_ = fs::path(KCACHE_CUDA_ROOT) / "bin" / "nvcc";
@@ -29,13 +51,21 @@ class Launcher : public DaemonTest {
     for (const char* tool : {"/usr/bin/cmake", "/usr/bin/ninja"}) {
       if (!fs::exists(tool)) GTEST_SKIP() << tool << " is absent";
     }
-    DaemonTest::SetUp();
     src_ = m_dir.path() / "src";
     fs::copy(fs::path(KCACHE_TEST_DATA_DIR) / "launcher", src_, fs::copy_options::recursive);
   }
+  void TearDown() override {
+    if (!HasFailure()) return;
+    m_dir.keep();
+    std::fprintf(stderr, "kept %s (daemon logs, builds)\n", m_dir.path().c_str());
+  }
 
-  // Runs a command with the launcher's environment; its exit code, output kept for failures.
-  int run(const std::vector<std::string>& argv, std::string* output = nullptr) {
+  std::unique_ptr<DaemonProcess> start_daemon(const std::string& name, std::vector<std::string> args = {}) {
+    return DaemonProcess::start(m_dir.path() / name / "db", m_dir.path() / (name + ".log"), args);
+  }
+
+  // Runs a command with the launcher's environment (server_, one state folder for the machine).
+  ProcessResult run(const std::vector<std::string>& argv, const fs::path& cwd = {}) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       std::string_view v(*e);
@@ -45,14 +75,16 @@ class Launcher : public DaemonTest {
     env.push_back("KCACHE_STATE_DIR=" + (m_dir.path() / "state").string());
     ProcessOptions options;
     options.env = &env;
+    options.cwd = cwd;
+    options.output = ProcessOptions::Output::separate;
     auto ran = run_process(argv, options);
-    if (!ran) {
-      ADD_FAILURE() << ran.error().message;
-      return -1;
-    }
-    if (output) *output = ran->output;
-    if (ran->exit_code != 0) std::cerr << ran->output;
-    return ran->exit_code;
+    EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
+    return ran ? *ran : ProcessResult{};
+  }
+  int run_ok(const std::vector<std::string>& argv, const fs::path& cwd = {}) {
+    auto ran = run(argv, cwd);
+    if (ran.exit_code != 0) std::cerr << ran.output << ran.error_output;
+    return ran.exit_code;
   }
 
   // The launcher's counters since the last call.
@@ -69,80 +101,242 @@ class Launcher : public DaemonTest {
     return delta;
   }
 
-  int build() { return run({"/usr/bin/ninja", "-C", (m_dir.path() / "build").string()}); }
-
-  std::string program_output() {
-    std::string out;
-    EXPECT_EQ(run({(m_dir.path() / "build" / "fixture").string()}, &out), 0);
-    return out;
+  int configure(const std::string& build, const std::string& archs = "80;90") {
+    return run_ok({"/usr/bin/cmake", "-S", src_.string(), "-B", (m_dir.path() / build).string(), "-G", "Ninja",
+                   "-DCMAKE_CUDA_COMPILER=" + nvcc_.string(), std::string("-DCMAKE_CUDA_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH,
+                   "-DFIXTURE_ARCHS=" + archs});
   }
+  int build(const std::string& build) { return run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / build).string()}); }
 
-  void set_banner(const std::string& from, const std::string& to) {
-    fs::path file = src_ / "src" / "banner.cu";
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string s = text.str();
+  std::string program_output(const std::string& build) { return run({(m_dir.path() / build / "fixture").string()}).output; }
+
+  void edit(const std::string& file, const std::string& from, const std::string& to) {
+    fs::path path = src_ / file;
+    std::string s = read_all(path);
     auto at = s.find(from);
-    ASSERT_NE(at, std::string::npos);
+    ASSERT_NE(at, std::string::npos) << file << " lacks " << from;
     s.replace(at, from.size(), to);
-    std::ofstream(file) << s;
+    std::ofstream(path) << s;
   }
 
+  TempDir m_dir;
   fs::path nvcc_, src_;
   std::string server_;
   std::map<std::string, long> seen_;
 };
 
 TEST_F(Launcher, ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleObject) {
-  server_ = m_daemon->address();
-  ASSERT_EQ(run({"/usr/bin/cmake", "-S", src_.string(), "-B", (m_dir.path() / "build").string(), "-G", "Ninja",
-                 "-DCMAKE_CUDA_COMPILER=" + nvcc_.string(), std::string("-DCMAKE_CUDA_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH}),
-            0);
+  auto daemon = start_daemon("a");
+  server_ = daemon->address();
+  ASSERT_EQ(configure("build"), 0);
   counts();
 
   // Cold: every arch's cicc and ptxas runs on the daemon, every host compile here.
-  ASSERT_EQ(build(), 0);
+  ASSERT_EQ(build("build"), 0);
   auto cold = counts();
   EXPECT_EQ(cold["launcher.compiles"], 12);
   EXPECT_EQ(cold["cicc.miss"], 24) << "12 files x 2 archs";
   EXPECT_EQ(cold["ptxas.miss"], 24);
   EXPECT_EQ(cold["host.miss"], 12);
   EXPECT_EQ(cold["cicc.local"] + cold["ptxas.local"] + cold["host.local"], 0);
-  EXPECT_EQ(program_output(), "fixture banner v1\nno note\n");
-  std::ifstream first_program(m_dir.path() / "build" / "fixture", std::ios::binary);
-  std::string cold_bytes((std::istreambuf_iterator<char>(first_program)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(program_output("build"), "fixture banner v1\nnote 0\n");
+  std::string cold_program = read_all(m_dir.path() / "build" / "fixture");
 
   // Warm, after ninja clean: no cicc, ptxas or host compile runs; the same program, byte for byte.
-  ASSERT_EQ(run({"/usr/bin/ninja", "-C", (m_dir.path() / "build").string(), "clean"}), 0);
-  ASSERT_EQ(build(), 0);
+  ASSERT_EQ(run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / "build").string(), "clean"}), 0);
+  ASSERT_EQ(build("build"), 0);
   auto warm = counts();
   EXPECT_EQ(warm["cicc.hit"], 24);
   EXPECT_EQ(warm["ptxas.hit"], 24);
   EXPECT_EQ(warm["host.hit"], 12);
   EXPECT_EQ(warm["cicc.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
-  std::ifstream second_program(m_dir.path() / "build" / "fixture", std::ios::binary);
-  std::string warm_bytes((std::istreambuf_iterator<char>(second_program)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(warm_bytes == cold_bytes) << "the rebuilt program differs from the first";
+  EXPECT_TRUE(read_all(m_dir.path() / "build" / "fixture") == cold_program) << "the rebuilt program differs";
 
   // A change to host-only code under #ifndef __CUDA_ARCH__: the device passes see the same text
   // (their steps hit), the host compile misses, and the program prints the new string.
-  set_banner("fixture banner v1", "fixture banner v2");
-  ASSERT_EQ(build(), 0);
+  edit("src/banner.cu", "fixture banner v1", "fixture banner v2");
+  ASSERT_EQ(build("build"), 0);
   auto host_change = counts();
   EXPECT_EQ(host_change["launcher.compiles"], 1);
   EXPECT_EQ(host_change["host.miss"], 1);
   EXPECT_EQ(host_change["cicc.hit"], 2);
-  EXPECT_EQ(program_output(), "fixture banner v2\nno note\n");
+  EXPECT_EQ(host_change["cicc.miss"], 0);
+  EXPECT_EQ(program_output("build"), "fixture banner v2\nnote 0\n");
+
+  // A header's code changes: its 7 dependents (and only they) compile again, and miss.
+  edit("include/launcher/common.cuh", "constexpr int k_block = 256;", "constexpr int k_block = 128;");
+  ASSERT_EQ(build("build"), 0);
+  auto header_change = counts();
+  EXPECT_EQ(header_change["launcher.compiles"], 7);
+  EXPECT_EQ(header_change["cicc.miss"], 14);
+  EXPECT_EQ(header_change["cicc.hit"], 0);
+
+  // A -D on the command line reaches the host side: the program prints it.
+  ASSERT_EQ(run_ok({"/usr/bin/cmake", "-S", src_.string(), "-B", (m_dir.path() / "build").string(),
+                    "-DCMAKE_CUDA_FLAGS=-DFIXTURE_NOTE=7"}),
+            0);
+  ASSERT_EQ(build("build"), 0);
+  EXPECT_EQ(program_output("build"), "fixture banner v2\nnote 7\n");
+  counts();
 
   // The daemon down: the build still succeeds, every step runs here.
-  m_daemon->stop();
-  set_banner("fixture banner v2", "fixture banner v3");
-  ASSERT_EQ(build(), 0);
+  daemon->stop();
+  edit("src/banner.cu", "fixture banner v2", "fixture banner v3");
+  ASSERT_EQ(build("build"), 0);
   auto down = counts();
   EXPECT_EQ(down["launcher.daemon_unreachable"], 1);
   EXPECT_EQ(down["cicc.local"], 2);
-  EXPECT_EQ(program_output(), "fixture banner v3\nno note\n");
+  EXPECT_EQ(program_output("build"), "fixture banner v3\nnote 7\n");
+}
+
+// Two machines of a fleet: two daemons on one Redis, two build folders. What one built, the
+// other gets from Redis; objects are the same bytes in both folders; an arch dropped from the
+// build keeps the other arch's entries.
+TEST_F(Launcher, ASecondMachineOfTheFleetRunsNoCompilerStep) {
+  if (auto why = RedisServer::unavailable()) GTEST_SKIP() << *why;
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  std::string secret = (m_dir.path() / "fleet.secret").string();
+  std::ofstream(secret) << std::string(64, 'k');
+  std::vector<std::string> fleet = {"--remote", "redis://127.0.0.1:" + std::to_string(redis->port()),
+                                    "--remote-secret-file", secret};
+  auto a = start_daemon("a", fleet);
+  auto b = start_daemon("b", fleet);
+
+  server_ = a->address();
+  ASSERT_EQ(configure("build-a"), 0);
+  ASSERT_EQ(build("build-a"), 0);
+  auto first = counts();
+  EXPECT_EQ(first["cicc.miss"], 24);
+  Client a_client(ClientOptions{a->address(), std::chrono::seconds(30)});
+  ASSERT_TRUE(poll_until([&] {
+    auto s = a_client.stats();
+    return s && s->remote_writes() == 24 + 24 + 12;
+  })) << "A's entries reach Redis";
+
+  server_ = b->address();
+  ASSERT_EQ(configure("build-b"), 0);
+  ASSERT_EQ(build("build-b"), 0);
+  auto second = counts();
+  EXPECT_EQ(second["cicc.hit"], 24);
+  EXPECT_EQ(second["ptxas.hit"], 24);
+  EXPECT_EQ(second["host.hit"], 12);
+  EXPECT_EQ(second["cicc.miss"] + second["ptxas.miss"] + second["host.miss"], 0);
+  Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
+  auto b_stats = b_client.stats();
+  ASSERT_TRUE(b_stats);
+  EXPECT_EQ(b_stats->compiles(), 0u) << "B ran no step";
+  for (const char* object : {"CMakeFiles/kernels.dir/src/saxpy.cu.o", "CMakeFiles/rdc.dir/src/rdc_user.cu.o",
+                             "CMakeFiles/fixture.dir/src/banner.cu.o"}) {
+    EXPECT_TRUE(read_all(m_dir.path() / "build-a" / object) == read_all(m_dir.path() / "build-b" / object))
+        << object << " differs between the build folders";
+  }
+  EXPECT_EQ(program_output("build-b"), "fixture banner v1\nnote 0\n");
+
+  // sm_90 dropped: every file compiles again (its flags changed); sm_80's steps all hit.
+  ASSERT_EQ(configure("build-b", "80"), 0);
+  ASSERT_EQ(build("build-b"), 0);
+  auto dropped = counts();
+  EXPECT_EQ(dropped["launcher.compiles"], 12);
+  EXPECT_EQ(dropped["cicc.hit"], 12);
+  EXPECT_EQ(dropped["ptxas.hit"], 12);
+  EXPECT_EQ(dropped["cicc.miss"] + dropped["ptxas.miss"], 0);
+}
+
+// Single nvcc commands of the shapes builds send: the same object as nvcc's but for nvcc's
+// temporary name, an options file, spaces and a quote in paths (a double quote in a folder's
+// name breaks nvcc 13 itself: its PTX then fails to parse), a failing compile (nvcc's
+// diagnostics and exit code, nothing stored), a launcher killed part-way (no object), and what
+// the launcher does not take (counted by reason).
+TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
+  auto daemon = start_daemon("a");
+  server_ = daemon->address();
+  fs::path work = m_dir.path() / "odd dir";
+  fs::create_directories(work / "it's odd");
+  std::string kernel = read_all(src_ / "src" / "stencil.cu");
+  std::ofstream(work / "it's odd" / "my kernel.cu") << kernel;
+  std::string include = "-I" + (src_ / "include").string();
+  std::vector<std::string> common = {include, "--extended-lambda", "-arch=sm_80", "-c", "it's odd/my kernel.cu"};
+  std::vector<std::string> launched = {KCACHE_CLI_PATH, nvcc_.string()};
+  launched.insert(launched.end(), common.begin(), common.end());
+  std::vector<std::string> plain = {nvcc_.string()};
+  plain.insert(plain.end(), common.begin(), common.end());
+
+  // The same bytes as nvcc's object once nvcc's temporary name (tmpxft_<pid>_<n>) is written as
+  // the launcher writes it.
+  auto with_output = [](std::vector<std::string> argv, const std::string& out) {
+    argv.push_back("-o");
+    argv.push_back(out);
+    return argv;
+  };
+  counts();
+  ASSERT_EQ(run_ok(with_output(launched, "k.o"), work), 0);
+  ASSERT_EQ(run_ok(with_output(plain, "n.o"), work), 0);
+  auto launched_counts = counts();
+  EXPECT_EQ(launched_counts["cicc.miss"], 1) << "the spaces and quotes stayed a cacheable compile";
+  std::string ours = read_all(work / "k.o"), theirs = read_all(work / "n.o");
+  ASSERT_FALSE(ours.empty());
+  for (std::size_t at = theirs.find("tmpxft_"); at != std::string::npos; at = theirs.find("tmpxft_", at + 1)) {
+    theirs.replace(at + 7, 17, "00000000_00000000");
+  }
+  EXPECT_TRUE(ours == theirs) << "the launcher's object differs from nvcc's beyond its temporary name";
+
+  // An options file (CMake's response files for long command lines) is read as nvcc reads it.
+  std::ofstream(work / "opts.txt") << "-O3\n-DFIXTURE_OPT=1 -lineinfo\n";
+  auto opt = with_output(launched, "o.o");
+  opt.insert(opt.begin() + 2, {"--options-file", "opts.txt"});
+  ASSERT_EQ(run_ok(opt, work), 0);
+  auto opt_counts = counts();
+  EXPECT_EQ(opt_counts["cicc.miss"], 1) << "-lineinfo and -O3 make another step";
+  EXPECT_EQ(opt_counts["launcher.compiles"], 1);
+
+  // A failing compile: nvcc's diagnostics and exit code; nothing of it stored.
+  // Broken where only the device passes look, so cicc is the step that fails.
+  std::ofstream(work / "broken.cu") << "#ifdef __CUDA_ARCH__\n__device__ int f() { return undefined_name; }\n#endif\n"
+                                       "__global__ void k(int* x) { x[0] = 1; }\n";
+  auto ours_failed = run({KCACHE_CLI_PATH, nvcc_.string(), "-arch=sm_80", "-c", "broken.cu", "-o", "b.o"}, work);
+  auto nvcc_failed = run({nvcc_.string(), "-arch=sm_80", "-c", "broken.cu", "-o", "b.o"}, work);
+  EXPECT_NE(nvcc_failed.exit_code, 0);
+  EXPECT_EQ(ours_failed.exit_code, nvcc_failed.exit_code);
+  EXPECT_EQ(ours_failed.error_output, nvcc_failed.error_output);
+  EXPECT_FALSE(fs::exists(work / "b.o"));
+  EXPECT_EQ(counts()["launcher.failed"], 1);
+
+  // Killed part-way: no object, not even part of one.
+  std::vector<std::string> killed_argv = with_output(launched, "killed.o");
+  std::vector<std::string> killed_env = {"PATH=/usr/bin:/bin", "KCACHE_SERVER=" + server_,
+                                         "KCACHE_STATE_DIR=" + (m_dir.path() / "state").string()};
+  std::vector<char*> args, envp;
+  for (std::string& a : killed_argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  for (std::string& e : killed_env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (::chdir(work.c_str()) == 0) ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(300ms);  // inside nvcc's plan: its preprocessors take longer
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_FALSE(fs::exists(work / "killed.o"));
+  counts();
+
+  // What the launcher does not take runs nvcc unchanged, counted by reason, here and on the daemon.
+  ASSERT_EQ(run_ok({KCACHE_CLI_PATH, nvcc_.string(), include, "--extended-lambda", "-arch=sm_80", "-E",
+                    "it's odd/my kernel.cu", "-o", "pre.ii"},
+                   work),
+            0);
+  EXPECT_TRUE(fs::file_size(work / "pre.ii") > 0);
+  EXPECT_EQ(counts()["uncacheable.option_-E"], 1);
+  Client client(ClientOptions{daemon->address(), std::chrono::seconds(30)});
+  auto stats = client.stats();
+  ASSERT_TRUE(stats);
+  bool reported = false;
+  for (const auto& r : stats->uncacheable()) reported |= r.reason() == "option -E" && r.count() == 1;
+  EXPECT_TRUE(reported) << "the daemon counts the launcher's reason";
+  bool counted_failure = false;
+  for (const auto& s : stats->steps()) counted_failure |= s.tool() == "cicc" && s.failed() >= 1;
+  EXPECT_TRUE(counted_failure) << "the failed cicc step is counted, and was not stored";
 }
 
 }  // namespace

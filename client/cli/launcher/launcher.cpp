@@ -446,28 +446,49 @@ class NvccLaunch {
     return std::nullopt;
   }
 
-  // cicc or ptxas: its files by their names in the work folder, run on the daemon (or here, the
-  // same way, when the daemon cannot).
+  // cicc or ptxas, run on the daemon (or here, the same way, when the daemon cannot). nvcc names
+  // its files after the source, a counter and, with several archs, the arch (-7_saxpy.compute_80.ptx
+  // against -6_saxpy.ptx with one); the step names them by order and extension instead (f0.ii,
+  // f1.ptx, ...), so one arch's work has one key whatever other archs the build asks for. Here it
+  // runs in a folder of its own under those names.
   bool device_step(StepTool tool, const std::vector<std::string>& argv) {
     const std::string tool_name(step_tool_name(tool));
     const std::string prefix = m_work.path() + "/";
     StepSpec spec;
     spec.tool = tool;
-    std::vector<std::string> local = {argv.front()};
+    std::vector<std::pair<std::string, std::string>> files;  // (name in the step, path in nvcc's plan)
     for (std::size_t i = 1; i < argv.size(); ++i) {
       std::string arg = argv[i];
       if (arg.starts_with(prefix)) {
-        std::string name = arg.substr(prefix.size());
-        std::error_code ec;
-        (fs::exists(arg, ec) ? spec.inputs : spec.outputs).push_back(name);
-        arg = name;
+        auto known = std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.second == arg; });
+        if (known == files.end()) {
+          std::string name = "f" + std::to_string(files.size()) + fs::path(arg).extension().string();
+          std::error_code ec;
+          (fs::exists(arg, ec) ? spec.inputs : spec.outputs).push_back(name);
+          known = files.emplace(files.end(), name, arg);
+        }
+        arg = known->first;
       }
       spec.args.push_back(arg);
-      local.push_back(arg);
     }
+    auto path_of = [&](const std::string& name) {
+      auto f = std::find_if(files.begin(), files.end(), [&](const auto& p) { return p.first == name; });
+      return f == files.end() ? std::string() : f->second;
+    };
     auto run_locally = [&] {
       m_stats.add(tool_name + ".local");
-      return run_here(local, m_work.path());
+      fs::path folder = prefix + "step-" + std::to_string(++m_local_steps);
+      std::error_code ec;
+      fs::create_directory(folder, ec);
+      for (const std::string& name : spec.inputs) fs::copy_file(path_of(name), folder / name, ec);
+      std::vector<std::string> local = {argv.front()};
+      local.insert(local.end(), spec.args.begin(), spec.args.end());
+      if (!run_here(local, folder.string())) return false;
+      for (const std::string& name : spec.outputs) {
+        fs::rename(folder / name, path_of(name), ec);
+        if (ec) return false;
+      }
+      return true;
     };
     if (!check_step(spec)) return run_locally();
     auto identity = tool_identity(tool, argv.front());
@@ -480,14 +501,15 @@ class NvccLaunch {
     for (const std::string& name : spec.inputs) {
       v1::StepFile* f = request.add_inputs();
       f->set_name(name);
-      f->set_content(read_file(prefix + name));
+      f->set_content(read_file(path_of(name)));
     }
     for (const std::string& name : spec.outputs) request.add_outputs(name);
     auto answer = ask_daemon(request, tool);
     if (!answer) return run_locally();
     if (answer->exit_code() != 0) return false;  // nvcc reruns and reports it
     for (const v1::StepFile& f : answer->outputs()) {
-      if (!is_step_file_name(f.name()) || !write_file(prefix + f.name(), f.content())) return false;
+      std::string path = path_of(f.name());
+      if (path.empty() || !write_file(path, f.content())) return false;
     }
     m_printed.add(answer->stdout_text(), answer->stderr_text());
     m_stats.add(tool_name + (answer->outcome() == v1::OUTCOME_MISS ? ".miss" : ".hit"));
@@ -634,6 +656,7 @@ class NvccLaunch {
   Printed m_printed;
   std::optional<kcache::Client> m_client;
   bool m_daemon_down = false;
+  int m_local_steps = 0;  // step folders made for steps run here
 };
 
 bool is_nvcc(std::string_view name) { return basename_of(name) == "nvcc"; }

@@ -6,10 +6,12 @@
 #include "launcher/kernels.hpp"
 
 #ifndef FIXTURE_NOTE
-#define FIXTURE_NOTE "no note"
+#define FIXTURE_NOTE 0
 #endif
+#define FIXTURE_TEXT2(x) #x
+#define FIXTURE_TEXT(x) FIXTURE_TEXT2(x)
 
-const char* fixture::build_note() { return FIXTURE_NOTE; }
+const char* fixture::build_note() { return "note " FIXTURE_TEXT(FIXTURE_NOTE); }
 
 // Prints the host part's answers; with --gpu (and a GPU), also runs a kernel.
 int main(int argc, char** argv) {
