@@ -219,5 +219,86 @@ TEST_F(JobTimeout, ASlowCompileIsStoppedAtTheJobTimeLimit) {
   EXPECT_GE(stats->worker_restarts(), 1u);
 }
 
+// Build steps (the compiler launcher's Step): each bad request is refused with its status and a
+// message naming what is wrong; a host object naming device-only symbols is never stored; the
+// daemon keeps serving.
+TEST_F(BadInput, EachBadBuildStepIsRefusedClearly) {
+  auto expect_step_refused = [&](const v1::StepRequest& request, ErrorCode code, const std::string& message) {
+    auto r = m_client->step(request);
+    ASSERT_FALSE(r) << "accepted: " << message;
+    EXPECT_EQ(r.error().code, code) << error_code_name(r.error().code) << ": " << r.error().message;
+    EXPECT_NE(r.error().message.find(message), std::string::npos) << r.error().message;
+  };
+  const std::string some_identity(64, 'a');
+  auto ptxas = [&] {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_PTXAS);
+    r.set_tool_digest(some_identity);
+    for (const char* a : {"-arch=sm_80", "f0.ptx", "-o", "f1.cubin"}) r.add_args(a);
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("f0.ptx");
+    in->set_content(".version 8.0\n.target sm_80\n.address_size 64\n");
+    r.add_outputs("f1.cubin");
+    return r;
+  };
+  v1::StepRequest no_tool = ptxas();
+  no_tool.clear_tool();
+  expect_step_refused(no_tool, ErrorCode::k_invalid_argument, "names no tool");
+  v1::StepRequest bad_digest = ptxas();
+  bad_digest.set_tool_digest("cicc 13.0");
+  expect_step_refused(bad_digest, ErrorCode::k_invalid_argument, "tool_digest is not a SHA-256");
+  v1::StepRequest escapes = ptxas();
+  escapes.set_args(3, "/tmp/owned.cubin");
+  expect_step_refused(escapes, ErrorCode::k_invalid_argument, "is not a declared output");
+  v1::StepRequest option_file = ptxas();
+  option_file.add_args("--options-file");
+  expect_step_refused(option_file, ErrorCode::k_invalid_argument, "is not an option kcache runs on the daemon");
+  v1::StepRequest path_name = ptxas();
+  path_name.mutable_inputs(0)->set_name("../f0.ptx");
+  expect_step_refused(path_name, ErrorCode::k_invalid_argument, "cannot name a step's file");
+  v1::StepRequest too_big = ptxas();
+  too_big.mutable_inputs(0)->set_content(std::string(65 << 10, ' '));
+  expect_step_refused(too_big, ErrorCode::k_resource_exhausted, "--max-module-size");
+  // Another toolkit's ptxas (or none here): the client runs the step itself.
+  expect_step_refused(ptxas(), ErrorCode::k_failed_precondition, "the client runs the step itself");
+  v1::StepRequest offered_device = ptxas();
+  offered_device.mutable_offered()->set_content("x");
+  expect_step_refused(offered_device, ErrorCode::k_invalid_argument, "only a host step offers an object");
+
+  // A host object naming a device-only symbol is refused by the host wall, and not stored.
+  auto host = [&] {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_HOST);
+    r.set_tool_digest(some_identity);
+    r.add_args("-O2");
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("host.ii");
+    in->set_sha256(std::string(64, 'b'));
+    r.add_outputs("object");
+    return r;
+  };
+  v1::StepRequest leaking = host();
+  leaking.mutable_offered()->set_content(
+      host_object_with_llc("declare ptr @gpu_malloc(i64)\ndefine ptr @f() {\n  %p = call ptr @gpu_malloc(i64 8)\n  ret ptr %p\n}\n"));
+  expect_step_refused(leaking, ErrorCode::k_invalid_argument, "gpu_malloc");
+  auto looked = m_client->step(host());
+  ASSERT_TRUE(looked) << looked.error().message;
+  EXPECT_EQ(looked->outcome(), v1::OUTCOME_MISS);
+  EXPECT_EQ(looked->outputs_size(), 0);
+  // A clean one is kept, and found.
+  v1::StepRequest clean = host();
+  std::string object = host_object_with_llc("define i32 @f() {\n  ret i32 7\n}\n");
+  clean.mutable_offered()->set_content(object);
+  clean.set_offered_stderr("warning: kept with the object\n");
+  ASSERT_TRUE(m_client->step(clean));
+  auto found = m_client->step(host());
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->outcome(), v1::OUTCOME_HIT);
+  ASSERT_EQ(found->outputs_size(), 1);
+  EXPECT_TRUE(found->outputs(0).content() == object);
+  EXPECT_EQ(found->stderr_text(), "warning: kept with the object\n");
+  expect_still_serving();
+}
+
 }  // namespace
 }  // namespace kcache::test

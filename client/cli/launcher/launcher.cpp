@@ -572,7 +572,7 @@ class NvccLaunch {
       if (i == 0 || a == "-c") continue;
       bool takes_value = a == "-I" || a == "-isystem" || a == "-include" || a == "-D" || a == "-U" || a == "-iquote";
       if (takes_value) {
-        ++i;
+        if (i + 1 < argv.size()) preprocess.push_back(argv[++i]);  // the preprocessor's; not the key's
         continue;
       }
       if (a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U") || a.starts_with(prefix)) continue;

@@ -1,0 +1,148 @@
+// Build steps (kcache/step.hpp): what the daemon accepts to run, and how a step is keyed; and the
+// launcher's reading of nvcc's plan (client/cli/launcher/nvcc_plan.hpp).
+#include <gtest/gtest.h>
+
+#include "kcache/step.hpp"
+#include "launcher/nvcc_plan.hpp"
+
+namespace kcache {
+namespace {
+
+// A cicc step as the launcher sends it for `nvcc -c saxpy.cu -arch=sm_80` (names as it gives them).
+StepSpec cicc_step() {
+  StepSpec s;
+  s.tool = StepTool::cicc;
+  s.args = {"--c++17", "--static-host-stub", "--device-hidden-visibility", "--gnu_version=120200",
+            "--display_error_number", "--orig_src_file_name", "saxpy.cu", "--orig_src_path_name",
+            "/src/saxpy.cu", "--allow_managed", "-arch", "compute_80", "-m64", "--no-version-ident", "-ftz=0",
+            "-prec_div=1", "-prec_sqrt=1", "-fmad=1", "--include_file_name", "tmpxft_00000000_00000000-3_saxpy.fatbin.c",
+            "-tused", "--module_id_file_name", "f0.module_id", "--gen_c_file_name", "f1.c", "--stub_file_name",
+            "f2.c", "--gen_device_file_name", "f3.gpu", "f4.ii", "-o", "f5.ptx"};
+  s.inputs = {"f0.module_id", "f4.ii"};
+  s.outputs = {"f1.c", "f2.c", "f3.gpu", "f5.ptx"};
+  return s;
+}
+
+StepSpec ptxas_step() {
+  StepSpec s;
+  s.tool = StepTool::ptxas;
+  s.args = {"-arch=sm_80", "-m64", "-v", "--compile-only", "f0.ptx", "-o", "f1.cubin"};
+  s.inputs = {"f0.ptx"};
+  s.outputs = {"f1.cubin"};
+  return s;
+}
+
+TEST(Steps, TheStepsNvccPlansAreAccepted) {
+  EXPECT_TRUE(check_step(cicc_step()));
+  EXPECT_TRUE(check_step(ptxas_step()));
+}
+
+TEST(Steps, AnythingThatCouldReachOutsideTheStepsFolderIsRefused) {
+  struct Case {
+    const char* what;
+    std::function<void(StepSpec&)> change;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {"an output path", [](StepSpec& s) { s.args.back() = "/etc/passwd"; }, "is not a declared output"},
+      {"an input path", [](StepSpec& s) { s.args[s.args.size() - 3] = "/etc/shadow"; }, "neither an option nor a declared input"},
+      {"an unknown option", [](StepSpec& s) { s.args.push_back("--emit-llvm-file=x"); }, "is not an option kcache runs"},
+      {"an option file", [](StepSpec& s) { s.args.push_back("--options-file"); }, "is not an option kcache runs"},
+      {"a value-taking option last", [](StepSpec& s) { s.args.push_back("-o"); }, "lacks its value"},
+      {"a name with a slash", [](StepSpec& s) { s.inputs.push_back("../f9.ii"); }, "cannot name a step's file"},
+      {"a hidden name", [](StepSpec& s) { s.outputs.push_back(".bashrc"); }, "cannot name a step's file"},
+      {"a name twice", [](StepSpec& s) { s.outputs.push_back("f4.ii"); }, "twice"},
+      {"a file named stderr", [](StepSpec& s) { s.outputs.push_back("stderr"); }, "cannot name a step's file"},
+      {"a NUL", [](StepSpec& s) { s.args.push_back(std::string("-O3\0x", 5)); }, "NUL"},
+      {"too many arguments", [](StepSpec& s) { s.args.resize(k_max_step_args + 1, "-m64"); }, "at most"},
+      {"no input", [](StepSpec& s) { s.inputs.clear(); }, "inputs"},
+  };
+  for (const Case& c : cases) {
+    StepSpec s = cicc_step();
+    c.change(s);
+    auto checked = check_step(s);
+    ASSERT_FALSE(checked) << c.what;
+    EXPECT_EQ(checked.error().code, ErrorCode::k_invalid_argument) << c.what;
+    EXPECT_NE(checked.error().message.find(c.expect), std::string::npos) << c.what << ": " << checked.error().message;
+  }
+  StepSpec host;
+  host.tool = StepTool::host;
+  host.args = {"-O2", "-anything-goes-here"};  // never run: only part of the key
+  host.inputs = {"host.ii"};
+  host.outputs = {"object"};
+  EXPECT_TRUE(check_step(host));
+  host.outputs = {"object", "extra"};
+  EXPECT_FALSE(check_step(host));
+}
+
+TEST(Steps, EveryPartOfAStepIsInItsKey) {
+  Digest a = sha256("a"), b = sha256("b");
+  StepSpec base = cicc_step();
+  std::vector<Digest> inputs = {a, b};
+  Key key = compute_step_key(base, inputs);
+  EXPECT_EQ(key, compute_step_key(cicc_step(), inputs));
+  std::vector<StepSpec> changed(5, base);
+  changed[0].tool = StepTool::ptxas;
+  changed[1].tool_digest = sha256("another cicc");
+  changed[2].args[11] = "compute_90";
+  changed[3].outputs.pop_back();
+  changed[4].inputs = {"f0.module_id", "g4.ii"};
+  for (const StepSpec& s : changed) EXPECT_NE(compute_step_key(s, inputs), key);
+  std::vector<Digest> other_bytes = {a, a};
+  EXPECT_NE(compute_step_key(base, other_bytes), key);
+  // Not a compile key of anything: another domain.
+  EXPECT_NE(step_tool_identity(StepTool::cicc, inputs), step_tool_identity(StepTool::ptxas, inputs));
+}
+
+TEST(NvccPlan, ShellWordsAreReadAsShReadsThem) {
+  std::map<std::string, std::string> vars = {{"CICC_PATH", "/cuda/nvvm/bin"}, {"EMPTY", ""}};
+  auto words = launcher::shell_words(R"("$CICC_PATH/cicc" -a "two words" 'it''s' a\ b "q\"uote" ${EMPTY}x $CICC_PATH)", vars);
+  ASSERT_TRUE(words) << words.error().message;
+  std::vector<std::string> expect = {"/cuda/nvvm/bin/cicc", "-a", "two words", "its", "a b", "q\"uote", "x", "/cuda/nvvm/bin"};
+  EXPECT_EQ(*words, expect);
+  for (const char* refused : {"a; rm -rf /", "a | b", "`id`", "a > b", "\"unclosed", "x*", "$(id)"}) {
+    EXPECT_FALSE(launcher::shell_words(refused, vars)) << refused;
+  }
+}
+
+TEST(NvccPlan, APlanBecomesStepsWithItsVariables) {
+  std::string dryrun =
+      "nvcc warning : some message of nvcc's own\n"
+      "#$ _NVVM_BRANCH_=nvvm\n"
+      "#$ CICC_PATH=/cuda/bin/../nvvm/bin\n"
+      "#$ INCLUDES=\"-I/cuda/include\"  \n"
+      "#$ gcc -E -x c++ \"a b.cu\" -o \"/t/tmpxft_1-5_a.cpp4.ii\" \n"
+      "#$ -- Filter Dependencies -- > out/a.d\n"
+      "#$ \"$CICC_PATH/cicc\" --c++17 \"/t/in.ii\" -o \"/t/out.ptx\"\n"
+      "#$ rm /t/x.fatbin\n";
+  std::map<std::string, std::string> vars;
+  auto steps = launcher::parse_plan(dryrun, vars);
+  ASSERT_TRUE(steps) << steps.error().message;
+  ASSERT_EQ(steps->size(), 7u);
+  EXPECT_EQ((*steps)[2].value, "-I/cuda/include");
+  EXPECT_EQ((*steps)[3].argv[4], "a b.cu");
+  EXPECT_EQ((*steps)[4].kind, launcher::PlanStep::Kind::filter_deps);
+  EXPECT_EQ((*steps)[4].target, "out/a.d");
+  EXPECT_EQ((*steps)[5].argv.front(), "/cuda/bin/../nvvm/bin/cicc");
+  EXPECT_EQ((*steps)[6].kind, launcher::PlanStep::Kind::remove);
+  EXPECT_EQ(vars["CICC_PATH"], "/cuda/bin/../nvvm/bin");
+  std::map<std::string, std::string> none;
+  EXPECT_FALSE(launcher::parse_plan("#$ gcc -E a.cu | tee x\n", none));
+}
+
+TEST(NvccPlan, TheDependencyFileIsNvccs) {
+  // Two preprocessed outputs (a device pass and the host pass): every file once, in order of
+  // first appearance, without <built-in> and <command-line>; spaces escaped for make.
+  std::vector<std::string> texts = {
+      "# 0 \"k.cu\"\n# 0 \"<built-in>\"\n# 0 \"<command-line>\"\n# 1 \"/usr/include/stdc-predef.h\" 1 3 4\n"
+      "int x;\n# 1 \"sp ace/dev.h\" 1\n# 2 \"k.cu\" 2\n",
+      "# 0 \"k.cu\"\n# 1 \"/usr/include/stdc-predef.h\" 1 3 4\n# 1 \"host\\\"only.h\" 1\n"};
+  EXPECT_EQ(launcher::dependency_file("k.o", texts, false),
+            "k.o : k.cu \\\n    /usr/include/stdc-predef.h \\\n    sp\\ ace/dev.h \\\n    host\"only.h\n");
+  EXPECT_EQ(launcher::dependency_file("t", {texts[0]}, true),
+            "t : k.cu \\\n    /usr/include/stdc-predef.h \\\n    sp\\ ace/dev.h\n"
+            "\n/usr/include/stdc-predef.h:\n\nsp\\ ace/dev.h:\n");
+}
+
+}  // namespace
+}  // namespace kcache
