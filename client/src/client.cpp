@@ -47,9 +47,13 @@ Client::Client(ClientOptions options) : m_options(std::move(options)) { reconnec
 Client::~Client() = default;  // here, where HttpConnection is complete
 
 void Client::reconnect() {
-  // gRPC's default message limits stay: large images arrive through the streamed Fetch. (Sending
-  // is unlimited by default; the daemon enforces its module limit with a clear message.)
+  // Large images arrive through the streamed Fetch, but a build step's reply carries its files
+  // whole: cicc's for code using Thrust and CUB came to 4.8 MB, past gRPC's 4 MiB default, so the
+  // launcher ran every such step itself. Replies are taken up to one step output's bound
+  // (k_max_step_output, 256 MiB); a larger one fails the call, and the launcher runs the step.
+  // (Sending is unlimited by default; the daemon enforces its module limit with a clear message.)
   grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
   // A channel of its own (not gRPC's process-wide subchannel pool), so a reconnect starts afresh.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Room for an error's whole report (kcache.v1.ErrorReport in the status details), which every
