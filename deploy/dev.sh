@@ -72,6 +72,9 @@ case "${1:-}" in
         # build steps stay under ASan through Launcher.ACmakeBuild* (hits, misses, host objects,
         # the daemon down) and Launcher.OddCommands*, the remote tier through Fleet.*.
         Launcher.ASecondMachineOfTheFleetRunsNoCompilerStep
+        # 96 clang compiles on two daemons and Redis: the daemon runs clang steps through the
+        # same step code as cicc's, which Launcher.ACmakeBuild* keeps under ASan.
+        Launcher.AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet
       )
       echo "skipped under the sanitizers (deploy/dev.sh says why): ${skip[*]}"
       phase test build-asan bash -c 'cd build-asan && ctest --output-on-failure -j"$(nproc)" -L "unit|integration|fuzz" "$@"' \

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <filesystem>
 #include <set>
 
 namespace kcache {
 namespace {
 
-constexpr std::array<StepTool, 3> k_tools = {StepTool::cicc, StepTool::ptxas, StepTool::host};
+constexpr std::array<StepTool, k_step_tool_count> k_tools = {StepTool::cicc, StepTool::clang, StepTool::ptxas, StepTool::host};
 
 // An option the tool takes, and what follows it.
 enum class Operand {
@@ -84,7 +85,87 @@ constexpr Option k_ptxas_options[] = {
     {"--gpu-name", Operand::value},
     {"-maxrregcount", Operand::value},
     {"-o", Operand::output_file},
+    {"--output-file", Operand::output_file},
 };
+
+// clang -cc1's options in the device compiles clang's driver plans for CUDA (clang++ -###, with
+// -O*, -std, -ffast-math, -fgpu-rdc, -W..., --cuda-gpu-arch), less the preprocessor's (the step
+// compiles preprocessed source). Boolean -f flags are checked apart (clang_flag_allowed).
+constexpr Option k_clang_options[] = {
+    {"-cc1"},
+    {"-S"},
+    {"-emit-llvm-bc"},
+    {"-disable-free"},
+    {"-clear-ast-before-backend"},
+    {"-disable-llvm-verifier"},
+    {"-discard-value-names"},
+    {"-no-integrated-as"},
+    {"-fcuda-is-device"},
+    {"--offload-new-driver"},
+    {"-vectorize-loops"},
+    {"-vectorize-slp"},
+    {"-mconstructor-aliases"},
+    {"-menable-no-infs"},
+    {"-menable-no-nans"},
+    {"-mreassociate"},
+    {"-w"},
+    {"-pedantic"},
+    {"-O", Operand::none, true},
+    {"-std=", Operand::none, true},
+    {"-W", Operand::none, true},
+    {"-mframe-pointer=", Operand::none, true},
+    {"-target-sdk-version=", Operand::none, true},
+    {"-debugger-tuning=", Operand::none, true},
+    {"-cuid=", Operand::none, true},
+    {"-triple", Operand::value},
+    {"-aux-triple", Operand::value},
+    {"-target-cpu", Operand::value},
+    {"-aux-target-cpu", Operand::value},
+    {"-target-feature", Operand::value},
+    {"-main-file-name", Operand::value},
+    {"-mrelocation-model", Operand::value},
+    {"-ferror-limit", Operand::value},
+    {"-ftemplate-backtrace-limit", Operand::value},
+    {"-fconstexpr-backtrace-limit", Operand::value},
+    {"-fmessage-length", Operand::value},
+    {"-o", Operand::output_file},
+};
+
+// -f options that take a value after '=' (never a path: the check refuses a '/').
+constexpr std::string_view k_clang_valued_flags[] = {
+    "-fgnuc-version=", "-ffp-contract=", "-fdenormal-fp-math=", "-fdenormal-fp-math-f32=",
+    "-ffp-exception-behavior=", "-fvisibility=", "-fcomplex-arithmetic=", "-ffp-eval-method=",
+    "-fmessage-length=", "-fdiagnostics-format=", "-fconstexpr-steps=", "-fconstexpr-depth=",
+    "-ftemplate-depth=", "-fbracket-depth=", "-fnew-alignment=",
+};
+
+// -f flags that read or write files beyond the step's own (plugins, module caches, profiles,
+// crash reports, offload images) or that name paths in what they write.
+constexpr std::string_view k_clang_refused_flag_words[] = {
+    "plugin", "module", "profile", "coverage", "crash", "sanitize", "xray", "embed", "debug",
+    "include", "gpubinary", "save", "record", "trace", "dump", "pch", "pgo",
+};
+
+// A -f flag clang may run with on the daemon: a boolean (-fexceptions, -fno-autolink) or a
+// listed valued one, naming no path and nothing that reads or writes elsewhere.
+bool clang_flag_allowed(std::string_view arg) {
+  if (!arg.starts_with("-f") || arg.size() < 3 || arg.find('/') != std::string_view::npos) return false;
+  for (std::string_view word : k_clang_refused_flag_words) {
+    if (arg.find(word) != std::string_view::npos) return false;
+  }
+  auto eq = arg.find('=');
+  if (eq == std::string_view::npos) {
+    return std::all_of(arg.begin() + 2, arg.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-'; });
+  }
+  return std::any_of(std::begin(k_clang_valued_flags), std::end(k_clang_valued_flags),
+                     [&](std::string_view f) { return arg.substr(0, eq + 1) == f; });
+}
+
+// -mllvm options a clang device compile may pass to LLVM: the driver's own, and NVPTX's.
+bool clang_llvm_option_allowed(std::string_view arg) {
+  if (arg.find('/') != std::string_view::npos || arg.find("file") != std::string_view::npos) return false;
+  return arg == "-enable-memcpyopt-without-libcalls" || arg.starts_with("-nvptx-");
+}
 
 template <std::size_t N>
 const Option* find_option(const Option (&options)[N], std::string_view arg) {
@@ -103,6 +184,27 @@ bool declared(const std::vector<std::string>& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// clang's options that take a value the generic table cannot check: its own answer, or nullopt
+// when `arg` is not one of them. `i` moves past the value.
+std::optional<Expected<void>> check_clang_special(const StepSpec& spec, std::size_t& i) {
+  const std::string& arg = spec.args[i];
+  if (arg != "-mllvm" && arg != "-mlink-builtin-bitcode" && arg != "-x") {
+    if (arg.starts_with("-f") && !find_option(k_clang_options, arg)) {
+      if (!clang_flag_allowed(arg)) return refused(spec, arg, "is not an option kcache runs on the daemon");
+      return Expected<void>{};
+    }
+    return std::nullopt;
+  }
+  if (i + 1 == spec.args.size()) return refused(spec, arg, "lacks its value");
+  const std::string& value = spec.args[++i];
+  if (arg == "-mllvm" && !clang_llvm_option_allowed(value)) return refused(spec, value, "is not an LLVM option kcache passes");
+  if (arg == "-mlink-builtin-bitcode" && value != k_step_libdevice) {
+    return refused(spec, value, "is not libdevice: the only bitcode a clang step links is the daemon's libdevice.10.bc");
+  }
+  if (arg == "-x" && value != "cuda-cpp-output") return refused(spec, value, "is not preprocessed CUDA (cuda-cpp-output)");
+  return Expected<void>{};
+}
+
 template <std::size_t N>
 Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
   bool has_input = false;
@@ -112,6 +214,12 @@ Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
       if (!declared(spec.inputs, arg)) return refused(spec, arg, "is neither an option nor a declared input");
       has_input = true;
       continue;
+    }
+    if (spec.tool == StepTool::clang) {
+      if (auto special = check_clang_special(spec, i)) {
+        if (!*special) return special->error();
+        continue;
+      }
     }
     const Option* option = find_option(options, arg);
     if (option == nullptr) return refused(spec, arg, "is not an option kcache runs on the daemon");
@@ -150,6 +258,7 @@ std::string_view step_tool_name(StepTool tool) {
     case StepTool::cicc: return "cicc";
     case StepTool::ptxas: return "ptxas";
     case StepTool::host: return "host";
+    case StepTool::clang: return "clang";
   }
   return "?";
 }
@@ -166,7 +275,8 @@ std::span<const StepTool> all_step_tools() { return k_tools; }
 Side step_side(StepTool tool) { return tool == StepTool::host ? Side::host : Side::device; }
 
 bool is_step_file_name(std::string_view name) {
-  if (name.empty() || name.size() > 128 || name.front() == '.' || name.front() == '-') return false;
+  if (name.empty() || name.size() > 128 || name.front() == '.' || name.front() == '-' || name.front() == '@') return false;
+  if (name == k_step_libdevice) return false;
   return std::none_of(name.begin(), name.end(), [](char c) {
     return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
@@ -204,6 +314,18 @@ Expected<void> check_step(const StepSpec& spec) {
   switch (spec.tool) {
     case StepTool::cicc: return check_args(spec, k_cicc_options);
     case StepTool::ptxas: return check_args(spec, k_ptxas_options);
+    case StepTool::clang: {
+      // Only clang's CUDA device compile: it reads its input and libdevice, and writes its output.
+      auto arg = [&](std::size_t i) { return i < spec.args.size() ? std::string_view(spec.args[i]) : std::string_view(); };
+      bool nvptx = false, device = false;
+      for (std::size_t i = 0; i + 1 < spec.args.size(); ++i) nvptx |= arg(i) == "-triple" && arg(i + 1) == "nvptx64-nvidia-cuda";
+      for (const std::string& a : spec.args) device |= a == "-fcuda-is-device";
+      if (arg(0) != "-cc1" || !nvptx || !device) {
+        return make_error(ErrorCode::k_invalid_argument,
+                          "a clang step is clang -cc1 -triple nvptx64-nvidia-cuda -fcuda-is-device on preprocessed CUDA");
+      }
+      return check_args(spec, k_clang_options);
+    }
     case StepTool::host:
       // Never run by the daemon: its arguments only name the compile in the key.
       if (spec.outputs != std::vector<std::string>{std::string(k_step_object)}) {
@@ -212,6 +334,23 @@ Expected<void> check_step(const StepSpec& spec) {
       return {};
   }
   return {};
+}
+
+std::vector<std::string> clang_identity_files(const std::string& clang) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path program = fs::canonical(clang, ec);
+  if (ec) return {};
+  std::vector<std::string> out = {program.string()};
+  std::set<std::string> libraries;
+  for (const auto& entry : fs::directory_iterator(program.parent_path().parent_path() / "lib", ec)) {
+    std::string name = entry.path().filename().string();
+    if (!name.starts_with("libclang-cpp.so.") && !name.starts_with("libLLVM.so.")) continue;
+    fs::path real = fs::canonical(entry.path(), ec);
+    if (!ec && fs::is_regular_file(real, ec)) libraries.insert(real.string());
+  }
+  out.insert(out.end(), libraries.begin(), libraries.end());
+  return out;
 }
 
 Digest step_tool_identity(StepTool tool, std::span<const Digest> files) {

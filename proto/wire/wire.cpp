@@ -349,6 +349,7 @@ v1::StepTool to_proto(StepTool tool) {
     case StepTool::cicc: return v1::STEP_TOOL_CICC;
     case StepTool::ptxas: return v1::STEP_TOOL_PTXAS;
     case StepTool::host: return v1::STEP_TOOL_HOST;
+    case StepTool::clang: return v1::STEP_TOOL_CLANG;
   }
   return v1::STEP_TOOL_UNSPECIFIED;
 }
@@ -358,6 +359,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
     case v1::STEP_TOOL_CICC: return StepTool::cicc;
     case v1::STEP_TOOL_PTXAS: return StepTool::ptxas;
     case v1::STEP_TOOL_HOST: return StepTool::host;
+    case v1::STEP_TOOL_CLANG: return StepTool::clang;
     default: return std::nullopt;
   }
 }

@@ -192,7 +192,7 @@ class Cache {
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
   std::map<std::string, std::shared_future<Expected<StepRun>>> m_steps_in_flight;  // by key; m_in_flight_mutex
-  std::array<StepCounters, 3> m_step_counters;  // by StepTool - 1
+  std::array<StepCounters, k_step_tool_count> m_step_counters;  // by StepTool - 1
   std::mutex m_step_tool_mutex;                 // guards m_step_tools
   std::map<StepTool, Expected<Digest>> m_step_tools;
   mutable std::mutex m_uncacheable_mutex;  // guards m_uncacheable

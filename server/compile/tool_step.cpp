@@ -13,6 +13,15 @@ namespace {
 
 std::filesystem::path cicc_path(const Toolchain& t) { return t.cuda_root / "nvvm" / "bin" / "cicc"; }
 
+// The clang of the LLVM kcached is built with (found at configure time), else Debian's clang-22.
+std::filesystem::path clang_path() {
+  std::error_code ec;
+  for (const char* candidate : {KCACHE_CLANG_PATH, "/usr/lib/llvm-22/bin/clang"}) {
+    if (*candidate != '\0' && std::filesystem::exists(candidate, ec)) return candidate;
+  }
+  return {};
+}
+
 // The tool's program, and for cicc the folder it reads libdevice from (NVVMIR_LIBRARY_DIR).
 Expected<std::filesystem::path> program(const Toolchain& t, StepTool tool) {
   std::error_code ec;
@@ -20,6 +29,7 @@ Expected<std::filesystem::path> program(const Toolchain& t, StepTool tool) {
     return cicc_path(t);
   }
   if (tool == StepTool::ptxas && t.cuda_present) return t.ptxas;
+  if (tool == StepTool::clang && !t.libdevice.empty() && !clang_path().empty()) return clang_path();
   return make_error(ErrorCode::k_failed_precondition,
                     "this kcached has no " + std::string(step_tool_name(tool)) + " (CUDA toolkit at '" +
                         t.cuda_root.string() + "'): the client runs the step itself");
@@ -55,6 +65,12 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
     std::ofstream out(folder.path() / name, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) return make_error(ErrorCode::k_internal, "cannot write the step's input " + name);
+  }
+  // A clang step links libdevice by a plain name: this daemon's own (its digest is in the identity).
+  if (work.tool == StepTool::clang) {
+    std::error_code ec;
+    std::filesystem::create_symlink(toolchain.libdevice, folder.path() / k_step_libdevice, ec);
+    if (ec) return make_error(ErrorCode::k_internal, "cannot give the step libdevice: " + ec.message());
   }
   std::vector<std::string> argv = {tool->string()};
   argv.insert(argv.end(), work.args.begin(), work.args.end());
@@ -96,11 +112,15 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
 Expected<Digest> own_step_tool_identity(const Toolchain& toolchain, StepTool tool) {
   auto path = program(toolchain, tool);
   if (!path) return path.error();
+  std::vector<std::string> paths = {path->string()};
+  if (tool == StepTool::clang) paths = clang_identity_files(path->string());
   std::vector<Digest> files;
-  auto digest = sha256_file(path->string());
-  if (!digest) return make_error(ErrorCode::k_internal, "cannot read " + path->string());
-  files.push_back(*digest);
-  if (tool == StepTool::cicc) files.push_back(sha256(toolchain.libdevice_bitcode));
+  for (const std::string& p : paths) {
+    auto digest = sha256_file(p);
+    if (!digest) return make_error(ErrorCode::k_internal, "cannot read " + p);
+    files.push_back(*digest);
+  }
+  if (tool == StepTool::cicc || tool == StepTool::clang) files.push_back(sha256(toolchain.libdevice_bitcode));
   return step_tool_identity(tool, files);
 }
 

@@ -2,7 +2,8 @@
 // tests/data/launcher (12 CUDA files: templates, a shared header, host-only code under
 // #ifndef __CUDA_ARCH__, relocatable device code, two archs), built with nvcc through
 // CMAKE_CUDA_COMPILER_LAUNCHER against real kcached processes (two of them on one Redis for the
-// fleet), and on single nvcc commands of odd shapes. The launcher's own counters
+// fleet), with clang++-22 as the CUDA compiler from a Ninja file of its own, and on single nvcc
+// commands of odd shapes. The launcher's own counters
 // (KCACHE_STATE_DIR/launcher-stats) say which steps hit, missed or ran here.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -240,6 +241,120 @@ TEST_F(Launcher, ASecondMachineOfTheFleetRunsNoCompilerStep) {
   EXPECT_EQ(dropped["cicc.hit"], 12);
   EXPECT_EQ(dropped["ptxas.hit"], 12);
   EXPECT_EQ(dropped["cicc.miss"] + dropped["ptxas.miss"], 0);
+}
+
+// The same project built with clang++-22 as the CUDA compiler, from a Ninja file of its own
+// (tests/data/launcher/clang.ninja): each arch's device compile and ptxas run on the daemon, the
+// host side's object is a host entry. Two build folders on two daemons sharing Redis stand for
+// two machines of a fleet.
+TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
+  for (const char* tool : {"/usr/bin/clang++-22", "/usr/lib/llvm-22/bin/clang-linker-wrapper"}) {
+    if (!fs::exists(tool)) GTEST_SKIP() << tool << " is absent (clang-22, clang-tools-22)";
+  }
+  if (auto why = RedisServer::unavailable()) GTEST_SKIP() << *why;
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  std::string secret = (m_dir.path() / "fleet.secret").string();
+  std::ofstream(secret) << std::string(64, 'k');
+  std::vector<std::string> fleet = {"--remote", "redis://127.0.0.1:" + std::to_string(redis->port()),
+                                    "--remote-secret-file", secret};
+  auto a = start_daemon("a", fleet);
+  auto b = start_daemon("b", fleet);
+  auto write_build = [&](const std::string& build, const std::string& archs, const std::string& main_flags = {}) {
+    fs::create_directories(m_dir.path() / build);
+    std::ofstream(m_dir.path() / build / "build.ninja")
+        << "src = " << src_.string() << "\nlauncher = " << KCACHE_CLI_PATH << "\nclangxx = clang++-22\ncuda = "
+        << KCACHE_CUDA_ROOT << "\narchs = " << archs << "\nmain_flags = " << main_flags << "\ninclude $src/clang.ninja\n";
+  };
+  const std::string both = "--cuda-gpu-arch=sm_80 --cuda-gpu-arch=sm_90";
+
+  // Cold: every arch's device compile and ptxas on the daemon, every host object offered.
+  server_ = a->address();
+  write_build("clang-a", both);
+  counts();
+  ASSERT_EQ(build("clang-a"), 0);
+  auto cold = counts();
+  EXPECT_EQ(cold["launcher.compiles"], 12);
+  EXPECT_EQ(cold["clang.miss"], 24) << "12 files x 2 archs";
+  EXPECT_EQ(cold["ptxas.miss"] + cold["ptxas.hit"], 24);
+  EXPECT_EQ(cold["host.miss"], 12);
+  EXPECT_EQ(cold["clang.local"] + cold["ptxas.local"] + cold["host.local"], 0);
+  EXPECT_EQ(program_output("clang-a"), "fixture banner v1\nnote 0\n");
+  std::string cold_program = read_all(m_dir.path() / "clang-a" / "fixture");
+
+  // Warm, after ninja -t clean: no compiler step runs; the same program, byte for byte.
+  ASSERT_EQ(run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / "clang-a").string(), "-t", "clean"}), 0);
+  ASSERT_EQ(build("clang-a"), 0);
+  auto warm = counts();
+  EXPECT_EQ(warm["clang.hit"], 24);
+  EXPECT_EQ(warm["ptxas.hit"], 24);
+  EXPECT_EQ(warm["host.hit"], 12);
+  EXPECT_EQ(warm["clang.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
+  EXPECT_TRUE(read_all(m_dir.path() / "clang-a" / "fixture") == cold_program) << "the rebuilt program differs";
+
+  // A second machine: another build folder on the other daemon, which gets every step from Redis.
+  Client a_client(ClientOptions{a->address(), std::chrono::seconds(30)});
+  ASSERT_TRUE(poll_until([&] {
+    auto s = a_client.stats();
+    return s && s->remote_writes() >= 24 + 24 + 12;
+  })) << "A's entries reach Redis";
+  server_ = b->address();
+  write_build("clang-b", both);
+  ASSERT_EQ(build("clang-b"), 0);
+  auto second = counts();
+  EXPECT_EQ(second["clang.hit"], 24);
+  EXPECT_EQ(second["ptxas.hit"], 24);
+  EXPECT_EQ(second["host.hit"], 12);
+  Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
+  auto b_stats = b_client.stats();
+  ASSERT_TRUE(b_stats);
+  EXPECT_EQ(b_stats->compiles(), 0u) << "B ran no step";
+  for (const char* object : {"saxpy.o", "rdc_user.o", "banner.o", "fixture"}) {
+    EXPECT_TRUE(read_all(m_dir.path() / "clang-a" / object) == read_all(m_dir.path() / "clang-b" / object))
+        << object << " differs between the build folders";
+  }
+
+  // sm_90 dropped: every file compiles again; sm_80's device steps all hit.
+  write_build("clang-b", "--cuda-gpu-arch=sm_80");
+  ASSERT_EQ(build("clang-b"), 0);
+  auto dropped = counts();
+  EXPECT_EQ(dropped["launcher.compiles"], 12);
+  EXPECT_EQ(dropped["clang.hit"], 12);
+  EXPECT_EQ(dropped["ptxas.hit"], 12);
+  EXPECT_EQ(dropped["clang.miss"] + dropped["ptxas.miss"], 0);
+
+  // Host-only code under #ifndef __CUDA_ARCH__: the device text is the same (hits), the host
+  // object misses, and the program prints the new string.
+  server_ = a->address();
+  edit("src/banner.cu", "fixture banner v1", "fixture banner v2");
+  ASSERT_EQ(build("clang-a"), 0);
+  auto host_change = counts();
+  EXPECT_EQ(host_change["launcher.compiles"], 1);
+  EXPECT_EQ(host_change["host.miss"], 1);
+  EXPECT_EQ(host_change["clang.hit"], 2);
+  EXPECT_EQ(host_change["clang.miss"], 0);
+  EXPECT_EQ(program_output("clang-a"), "fixture banner v2\nnote 0\n");
+
+  // A header's code: its 7 dependents, and only they, compile again and miss.
+  edit("include/launcher/common.cuh", "constexpr int k_block = 256;", "constexpr int k_block = 128;");
+  ASSERT_EQ(build("clang-a"), 0);
+  auto header_change = counts();
+  EXPECT_EQ(header_change["launcher.compiles"], 7);
+  EXPECT_EQ(header_change["clang.miss"], 14);
+
+  // A -D reaches the program.
+  write_build("clang-a", both, "-DFIXTURE_NOTE=7");
+  ASSERT_EQ(build("clang-a"), 0);
+  EXPECT_EQ(program_output("clang-a"), "fixture banner v2\nnote 7\n");
+  counts();
+
+  // The daemons down: the build still succeeds, every step runs here.
+  a->stop();
+  edit("src/banner.cu", "fixture banner v2", "fixture banner v3");
+  ASSERT_EQ(build("clang-a"), 0);
+  auto down = counts();
+  EXPECT_EQ(down["launcher.daemon_unreachable"], 1);
+  EXPECT_EQ(down["clang.local"], 2);
+  EXPECT_EQ(program_output("clang-a"), "fixture banner v3\nnote 7\n");
 }
 
 // Single nvcc commands of the shapes builds send: the same object as nvcc's but for nvcc's

@@ -2,6 +2,9 @@
 // launcher's reading of nvcc's plan (client/cli/launcher/nvcc_plan.hpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+
 #include "kcache/step.hpp"
 #include "launcher/nvcc_plan.hpp"
 
@@ -75,14 +78,82 @@ TEST(Steps, AnythingThatCouldReachOutsideTheStepsFolderIsRefused) {
   EXPECT_FALSE(check_step(host));
 }
 
+// A clang device compile as the launcher sends it for `clang++-22 -x cuda --cuda-gpu-arch=sm_80
+// -O2 -c saxpy.cu` (clang++ -###, less the preprocessor's options; names as it gives them).
+StepSpec clang_step() {
+  StepSpec s;
+  s.tool = StepTool::clang;
+  s.args = {"-cc1", "-triple", "nvptx64-nvidia-cuda", "-aux-triple", "x86_64-pc-linux-gnu", "-O2", "-S",
+            "-disable-free", "-clear-ast-before-backend", "-disable-llvm-verifier", "-discard-value-names",
+            "-main-file-name", "saxpy.cu", "-mrelocation-model", "static", "-mframe-pointer=all", "-fno-rounding-math",
+            "-no-integrated-as", "-aux-target-cpu", "x86-64", "-fcuda-is-device", "-mllvm",
+            "-enable-memcpyopt-without-libcalls", "-fno-threadsafe-statics", "-fcuda-allow-variadic-functions",
+            "-mlink-builtin-bitcode", "libdevice.10.bc", "-target-sdk-version=12.9", "-target-cpu", "sm_80",
+            "-target-feature", "+ptx88", "-debugger-tuning=gdb", "-fno-dwarf-directory-asm", "-std=c++17",
+            "-fdeprecated-macro", "-fno-autolink", "-ferror-limit", "19", "--offload-new-driver",
+            "-fgnuc-version=4.2.1", "-fskip-odr-check-in-gmf", "-fcxx-exceptions", "-fexceptions", "-vectorize-loops",
+            "-vectorize-slp", "-cuid=0123456789abcdef", "-fdwarf2-cfi-asm", "-o", "f1.s", "-x", "cuda-cpp-output",
+            "f0.cui"};
+  s.inputs = {"f0.cui"};
+  s.outputs = {"f1.s"};
+  return s;
+}
+
+TEST(Steps, ClangRunsOnlyItsDeviceCompileOfPreprocessedSource) {
+  EXPECT_TRUE(check_step(clang_step())) << check_step(clang_step()).error().message;
+  StepSpec ptxas = ptxas_step();
+  ptxas.args = {"-m64", "-O2", "--gpu-name", "sm_80", "--output-file", "f1.cubin", "f0.s", "-c"};
+  ptxas.inputs = {"f0.s"};
+  EXPECT_TRUE(check_step(ptxas)) << "clang's ptxas line";
+  struct Case {
+    const char* what;
+    std::function<void(StepSpec&)> change;
+    std::string expect;
+  };
+  auto replace = [](std::string from, std::string to) {
+    return [=](StepSpec& s) { *std::find(s.args.begin(), s.args.end(), from) = to; };
+  };
+  std::vector<Case> cases = {
+      {"a plugin", [](StepSpec& s) { s.args.insert(s.args.begin() + 1, {"-load", "/tmp/evil.so"}); }, "not an option"},
+      {"a pass plugin", [](StepSpec& s) { s.args.push_back("-fpass-plugin=/tmp/evil.so"); }, "not an option"},
+      {"another bitcode", replace("libdevice.10.bc", "/etc/passwd"), "is not libdevice"},
+      {"an LLVM option writing a file", replace("-enable-memcpyopt-without-libcalls", "-info-output-file=/tmp/x"),
+       "not an LLVM option"},
+      {"unpreprocessed source", replace("cuda-cpp-output", "cuda"), "not preprocessed CUDA"},
+      {"an include", [](StepSpec& s) { s.args.insert(s.args.end() - 1, {"-include", "/etc/passwd"}); }, "not an option"},
+      {"a module cache", [](StepSpec& s) { s.args.push_back("-fmodules"); }, "not an option"},
+      {"a path in a valued flag", [](StepSpec& s) { s.args.push_back("-fvisibility=/x"); }, "not an option"},
+      {"an output path", replace("f1.s", "/tmp/out.s"), "not a declared output"},
+      {"a host compile", replace("-fcuda-is-device", "-fno-rtti"), "clang -cc1 -triple nvptx64"},
+      {"not cc1", [](StepSpec& s) { s.args.erase(s.args.begin()); }, "clang -cc1 -triple nvptx64"},
+      {"another target", replace("nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa"), "clang -cc1 -triple nvptx64"},
+  };
+  for (const Case& c : cases) {
+    StepSpec s = clang_step();
+    c.change(s);
+    auto checked = check_step(s);
+    ASSERT_FALSE(checked) << c.what;
+    EXPECT_NE(checked.error().message.find(c.expect), std::string::npos) << c.what << ": " << checked.error().message;
+  }
+  // A response file (@name) or the libdevice name cannot be a step's file.
+  StepSpec response = clang_step();
+  response.inputs = {"@f0.cui"};
+  *std::find(response.args.begin(), response.args.end(), "f0.cui") = "@f0.cui";
+  EXPECT_FALSE(check_step(response));
+  StepSpec named = clang_step();
+  named.outputs = {"libdevice.10.bc"};
+  EXPECT_FALSE(check_step(named));
+}
+
 TEST(Steps, EveryPartOfAStepIsInItsKey) {
   Digest a = sha256("a"), b = sha256("b");
   StepSpec base = cicc_step();
   std::vector<Digest> inputs = {a, b};
   Key key = compute_step_key(base, inputs);
   EXPECT_EQ(key, compute_step_key(cicc_step(), inputs));
-  std::vector<StepSpec> changed(5, base);
+  std::vector<StepSpec> changed(6, base);
   changed[0].tool = StepTool::ptxas;
+  changed[5].tool = StepTool::clang;
   changed[1].tool_digest = sha256("another cicc");
   changed[2].args[11] = "compute_90";
   changed[3].outputs.pop_back();

@@ -23,14 +23,25 @@ namespace kcache {
 
 // cicc: preprocessed CUDA C++ (.cpp1.ii) to PTX and the host stub; ptxas: PTX to a cubin; host:
 // the host compiler's object of the translation unit (never run by the daemon: the client
-// compiles it and offers the object, which the host wall checks before it is stored).
-enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3 };
+// compiles it and offers the object, which the host wall checks before it is stored); clang:
+// clang's device compile (`clang -cc1 -fcuda-is-device`) of preprocessed CUDA C++ to PTX.
+enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4 };
 
-std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host"
+std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang"
 std::optional<StepTool> parse_step_tool(std::string_view name);
-std::span<const StepTool> all_step_tools();      // cicc, ptxas, host: the order stats list them
-// The cache a step's entry lives in: device for cicc and ptxas, host for the host compile.
+std::span<const StepTool> all_step_tools();      // cicc, clang, ptxas, host: the order stats list them
+inline constexpr std::size_t k_step_tool_count = 4;
+// The cache a step's entry lives in: device for cicc, clang and ptxas, host for the host compile.
 Side step_side(StepTool tool);
+
+// The name a clang step gives CUDA's libdevice (`-mlink-builtin-bitcode libdevice.10.bc`): the
+// daemon puts its own toolkit's there, whose digest is part of the clang tool's identity.
+inline constexpr std::string_view k_step_libdevice = "libdevice.10.bc";
+
+// The files a clang program is made of, for its identity: the program itself and the LLVM and
+// clang libraries beside it (../lib/libclang-cpp.so.* and libLLVM.so.*), real paths, in order.
+// Empty when `clang` cannot be found.
+std::vector<std::string> clang_identity_files(const std::string& clang);
 
 // The output of a host step that is its object; the others (stdout, stderr) are text.
 inline constexpr std::string_view k_step_object = "object";
@@ -41,8 +52,8 @@ inline constexpr std::string_view k_step_stderr = "stderr";
 struct StepSpec {
   StepTool tool = StepTool::cicc;
   // The tool's identity: SHA-256 over its program and what it reads besides its inputs (cicc:
-  // its program and libdevice; ptxas: its program; host: the host compiler's programs and
-  // version), as the launcher computes it (client/cli/launcher/tools.hpp). The daemon runs a
+  // its program and libdevice; clang: clang_identity_files and libdevice; ptxas: its program;
+  // host: the host compiler's programs and version), as the launcher computes it. The daemon runs a
   // device step only with a tool of this identity.
   Digest tool_digest{};
   std::vector<std::string> args;     // as run in the step's folder: files by their names
@@ -56,7 +67,8 @@ inline constexpr std::size_t k_max_step_arg_bytes = 4096;
 inline constexpr std::size_t k_max_step_files = 16;  // inputs, and outputs, each
 
 // Whether `name` may name a step's file: 1 to 128 bytes, no '/', '\\' or control character, not
-// starting with '.' or '-' (so it is never a path, an option or a hidden file). Spaces and quotes
+// starting with '.', '-' or '@' (so it is never a path, an option, a response file or a hidden
+// file), and not the libdevice name a clang step is given. Spaces and quotes
 // are fine: steps run without a shell.
 bool is_step_file_name(std::string_view name);
 
@@ -68,8 +80,8 @@ bool is_step_file_name(std::string_view name);
 Expected<void> check_step(const StepSpec& spec);
 
 // A tool's identity (StepSpec::tool_digest) from the SHA-256s of the files it is made of, in
-// order: cicc's program, then libdevice.10.bc; ptxas's program; the host compiler's driver and
-// compiler proper. The launcher and the daemon each hash their own files.
+// order: cicc's program, then libdevice.10.bc; clang's files (clang_identity_files), then
+// libdevice.10.bc; ptxas's program; the host compiler's driver and compiler proper. The launcher and the daemon each hash their own files.
 Digest step_tool_identity(StepTool tool, std::span<const Digest> files);
 
 // The key of a step: its tool and identity, arguments, input names with the SHA-256 of each

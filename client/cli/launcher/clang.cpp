@@ -1,0 +1,338 @@
+// clang as the CUDA compiler, decomposed: its own plan (clang++ -###), its temporaries in the
+// launch's folder. For each --cuda-gpu-arch, the device side is preprocessed here and compiled to
+// PTX on the daemon (a clang step), then assembled by ptxas there; fatbinary (or
+// llvm-offload-binary with -fgpu-rdc) runs here; the host side is preprocessed here and its
+// object is a host entry keyed by that text, the device image it embeds and the options.
+//
+// clang names a compile's CUDA unit by a hash of its source path and whole command line (-cuid=,
+// which names the unit's static device variables), output path and arch list included, so each
+// build folder's work would differ. The launcher names the unit by its source's path alone (made
+// relative to KCACHE_BASE_DIR where set), as clang allows (-cuid=): a second build folder, an
+// arch dropped or a host-only edit keep each arch's device compile.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+
+#include "launcher/launch.hpp"
+#include "launcher/nvcc_plan.hpp"
+
+namespace kcache::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Options of the clang driver that do something other than compile CUDA to an object, or whose
+// output names paths (debug info).
+std::optional<std::string> uncacheable_option(const std::vector<std::string>& args) {
+  static const std::vector<std::string_view> k_modes = {
+      "-E",  "-M",  "-MM", "-S", "-emit-llvm", "-fsyntax-only", "--cuda-device-only", "--cuda-host-only",
+      "--offload-device-only", "--offload-host-only", "-###", "-v", "--version", "-flto", "-fmodules",
+      "--precompile", "-fembed-bitcode", "--cuda-compile-host-device"};
+  bool compile = false;
+  for (const std::string& a : args) {
+    for (std::string_view mode : k_modes) {
+      if (a == mode) return "option " + a + " (clang)";
+    }
+    if (a.starts_with("-save-temps") || a.starts_with("-print-") || a.starts_with("-flto=")) return "option " + a + " (clang)";
+    if (a.starts_with("-g") && a != "-g0") return "option -g (clang)";
+    if (a == "-c") compile = true;
+  }
+  if (!compile) return std::string("not a compile (clang)");
+  return std::nullopt;
+}
+
+// Preprocessor options of a cc1 line (with their value when `separate`): the preprocessed text
+// holds what they did, so the compile of that text and its key leave them out.
+bool preprocessor_option(std::string_view a, bool& separate) {
+  static const std::vector<std::string_view> k_separate = {
+      "-I", "-internal-isystem", "-internal-externc-isystem", "-isystem", "-iquote", "-idirafter", "-include",
+      "-D", "-U", "-resource-dir", "-dependency-file", "-MT", "-MQ", "-fdebug-compilation-dir",
+      "-fcoverage-compilation-dir"};
+  separate = std::find(k_separate.begin(), k_separate.end(), a) != k_separate.end();
+  if (separate) return true;
+  return a == "-sys-header-deps" || a == "-MP" || a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U") ||
+         a.starts_with("-fdebug-compilation-dir=") || a.starts_with("-fcoverage-compilation-dir=");
+}
+
+class ClangLaunch : public Launch {
+ public:
+  using Launch::Launch;
+
+  int run() {
+    std::vector<std::string> real = {m_compiler};
+    real.insert(real.end(), m_args.begin(), m_args.end());
+    if (auto reason = expand_response_files()) return unchanged(real, *reason);
+    if (auto reason = uncacheable_option(m_args)) return unchanged(real, *reason);
+    if (work().empty()) return unchanged(real, "no temporary folder");
+    if (auto reason = plan()) return unchanged(real, *reason);
+    m_stats.add("launcher.compiles");
+    for (const std::vector<std::string>& argv : m_commands) {
+      if (!run_command(argv)) {
+        // clang itself says what failed, with its exit code, and nothing is kept.
+        m_stats.add("launcher.failed");
+        return run_unchanged(real);
+      }
+    }
+    std::fwrite(m_driver_diagnostics.data(), 1, m_driver_diagnostics.size(), stderr);
+    return finish();
+  }
+
+ private:
+  // @FILE: its words in its place, as clang reads them (a response file it cannot read: clang's).
+  std::optional<std::string> expand_response_files() {
+    std::vector<std::string> out;
+    for (const std::string& a : m_args) {
+      if (!a.starts_with("@")) {
+        out.push_back(a);
+        continue;
+      }
+      std::ifstream in(a.substr(1));
+      if (!in) return "response file unreadable (clang)";
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (char& c : text) {
+        if (c == '\n' || c == '\r') c = ' ';
+      }
+      auto words = shell_words(text, {});
+      if (!words) return "response file syntax (clang)";
+      out.insert(out.end(), words->begin(), words->end());
+    }
+    m_args = std::move(out);
+    return std::nullopt;
+  }
+
+  std::optional<std::string> plan() {
+    if (!is_cuda_compile(m_args)) return "not CUDA (clang)";
+    std::vector<std::string> dry = {m_compiler, "-###"};
+    dry.insert(dry.end(), m_args.begin(), m_args.end());
+    m_env["TMPDIR"] = work().substr(0, work().size() - 1);
+    std::vector<std::string> env = env_list();
+    ProcessOptions options;
+    options.output = ProcessOptions::Output::separate;
+    options.env = &env;
+    options.search_path = true;
+    auto ran = run_process(dry, options);
+    if (!ran || ran->exit_code != 0) return "clang -### failed";
+    std::size_t begin = 0;
+    const std::string& text = ran->error_output;
+    while (begin < text.size()) {
+      std::size_t end = std::min(text.find('\n', begin), text.size());
+      std::string_view line(text.data() + begin, end - begin);
+      begin = end + 1;
+      if (line.starts_with(" \"")) {
+        auto words = shell_words(line, {});
+        if (!words || words->empty()) return "plan syntax (clang)";
+        m_commands.push_back(std::move(*words));
+      } else if (line.find(": warning: ") != std::string_view::npos || line.find(": note: ") != std::string_view::npos) {
+        m_driver_diagnostics += std::string(line) + "\n";  // the driver's own, which the compile would print
+      }
+    }
+    if (m_commands.empty()) return "empty plan (clang)";
+    std::string source;
+    for (std::vector<std::string>& argv : m_commands) {
+      std::string program = basename_of(argv.front());
+      static const std::vector<std::string_view> k_local = {"fatbinary", "llvm-offload-binary", "clang-offload-bundler",
+                                                            "clang-offload-packager"};
+      bool cc1 = argv.size() > 2 && argv[1] == "-cc1";
+      bool known = program == "ptxas" || std::find(k_local.begin(), k_local.end(), program) != k_local.end() ||
+                   (cc1 && (is_device_compile(argv) || is_host_compile(argv)));
+      if (!known) return "plan step " + program + " (clang)";
+      if (!cc1) continue;
+      if (source.empty()) source = argv.back();
+      if (argv.back() != source) return "several sources (clang)";
+    }
+    // One CUDA unit name for the same source whatever folder builds it (see the top of this file).
+    std::string cuid = "-cuid=" + to_hex(sha256("kcache-cuid\0" + unit_path(source))).substr(0, 16);
+    for (std::vector<std::string>& argv : m_commands) {
+      for (std::string& a : argv) {
+        if (a.starts_with("-cuid=")) a = cuid;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The source's path as the unit's name: its real path, relative to KCACHE_BASE_DIR where it lies
+  // under it (as ccache's base_dir, so checkouts at different paths share).
+  std::string unit_path(const std::string& source) const {
+    std::error_code ec;
+    fs::path real = fs::weakly_canonical(source, ec);
+    if (ec) real = source;
+    if (auto base = m_env.find("KCACHE_BASE_DIR"); base != m_env.end() && !base->second.empty()) {
+      fs::path root = fs::weakly_canonical(base->second, ec);
+      fs::path relative = real.lexically_relative(root);
+      if (!ec && !relative.empty() && *relative.begin() != "..") return relative.string();
+    }
+    return real.string();
+  }
+
+  static bool has(const std::vector<std::string>& argv, std::string_view word) {
+    return std::find(argv.begin(), argv.end(), word) != argv.end();
+  }
+  static bool is_device_compile(const std::vector<std::string>& argv) {
+    return has(argv, "-fcuda-is-device") && has(argv, "-S") && has(argv, "nvptx64-nvidia-cuda");
+  }
+  static bool is_host_compile(const std::vector<std::string>& argv) {
+    return !has(argv, "-fcuda-is-device") && has(argv, "-emit-obj");
+  }
+
+  bool run_command(const std::vector<std::string>& argv) {
+    std::string program = basename_of(argv.front());
+    if (program == "ptxas") {
+      auto p = file_digest(find_program(argv.front(), m_env));
+      Expected<Digest> identity = p ? Expected<Digest>(step_tool_identity(StepTool::ptxas, std::span(&*p, 1))) : p.error();
+      return device_step(StepTool::ptxas, argv, identity);
+    }
+    if (argv.size() > 2 && argv[1] == "-cc1") return is_device_compile(argv) ? device_compile(argv) : host_compile(argv);
+    return run_here(argv);
+  }
+
+  // clang's files (clang_identity_files) as the launcher hashes them, and one more: libdevice.
+  Expected<Digest> clang_identity(StepTool tool, const std::string& program, const std::string& libdevice) {
+    std::vector<std::string> paths = clang_identity_files(find_program(program, m_env));
+    if (paths.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
+    if (!libdevice.empty()) paths.push_back(libdevice);
+    std::vector<Digest> files;
+    for (const std::string& p : paths) {
+      auto d = file_digest(p);
+      if (!d) return d.error();
+      files.push_back(*d);
+    }
+    return step_tool_identity(tool, files);
+  }
+
+  // A cc1 line split in two: `preprocess` writes the preprocessed text to `text` (and the
+  // dependency file, when `deps`); `compile` compiles that text to `output`, without the
+  // preprocessor's options.
+  struct Split {
+    std::vector<std::string> preprocess, compile;
+  };
+  Split split(const std::vector<std::string>& argv, std::string_view action, const std::string& text, bool deps,
+              const std::string& output) {
+    Split out;
+    out.preprocess.push_back(argv.front());
+    out.compile.push_back(argv.front());
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      bool last = i + 1 == argv.size();
+      bool separate = false;
+      if (a == action) {
+        out.preprocess.push_back("-E");
+        out.compile.push_back(a);
+      } else if (a == "-o" && !last) {
+        out.preprocess.insert(out.preprocess.end(), {"-o", text});
+        out.compile.insert(out.compile.end(), {"-o", output});
+        ++i;
+      } else if (a == "-x" && !last) {
+        out.preprocess.insert(out.preprocess.end(), {"-x", argv[i + 1]});
+        out.compile.insert(out.compile.end(), {"-x", "cuda-cpp-output"});
+        ++i;
+      } else if (last) {
+        out.preprocess.push_back(a);
+        out.compile.push_back(text);
+      } else if (preprocessor_option(a, separate)) {
+        bool dependency = a == "-dependency-file" || a == "-MT" || a == "-MQ" || a == "-sys-header-deps" || a == "-MP";
+        if (!dependency || deps) {
+          out.preprocess.push_back(a);
+          if (separate) {
+            std::string value = argv[i + 1];
+            if (a == "-dependency-file") {
+              stage(work() + "kcache-dependencies.d", value);
+              value = work() + "kcache-dependencies.d";
+            }
+            out.preprocess.push_back(value);
+          }
+        }
+        if (separate) ++i;
+      } else {
+        out.preprocess.push_back(a);
+        out.compile.push_back(a);
+      }
+    }
+    return out;
+  }
+
+  // One arch's device compile: preprocessed here, compiled on the daemon to PTX.
+  bool device_compile(const std::vector<std::string>& argv) {
+    std::string output;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-o") output = argv[i + 1];
+    }
+    std::string text = work() + "device-" + std::to_string(++m_device_units) + ".cui";
+    Split s = split(argv, "-S", text, false, output);
+    if (!run_here(s.preprocess)) return false;
+    std::string libdevice;
+    for (std::size_t i = 0; i + 1 < s.compile.size(); ++i) {
+      if (s.compile[i] == "-mlink-builtin-bitcode") libdevice = s.compile[i + 1];
+    }
+    std::map<std::string, std::string> renamed;
+    if (basename_of(libdevice) == k_step_libdevice) renamed[libdevice] = std::string(k_step_libdevice);
+    auto identity = clang_identity(StepTool::clang, argv.front(), renamed.empty() ? std::string() : libdevice);
+    return device_step(StepTool::clang, s.compile, identity, renamed, s.compile);
+  }
+
+  // The host side: preprocessed here (with the dependency file), its object looked up by that
+  // text, the device image it embeds and the options, else compiled here and offered.
+  bool host_compile(const std::vector<std::string>& argv) {
+    std::string target;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-o") target = argv[i + 1];
+    }
+    if (target.empty()) return run_here(argv);
+    HostCompile host;
+    host.object = work() + "kcache-object.o";
+    std::string text = work() + "kcache-host.cui";
+    Split s = split(argv, "-emit-obj", text, true, host.object);
+    if (!run_here(s.preprocess)) return false;
+    host.compile = s.compile;
+    for (std::size_t i = 1; i < s.compile.size(); ++i) {
+      std::string a = s.compile[i];
+      if (a == "-o") {
+        ++i;
+        continue;
+      }
+      if (a == text) {
+        std::string bytes = read_file(text);
+        for (std::size_t at = bytes.find(work()); at != std::string::npos; at = bytes.find(work(), at)) {
+          bytes.erase(at, work().size());
+        }
+        host.inputs.emplace_back("host.cui", sha256(bytes));
+        continue;
+      }
+      // The device image it embeds (-fcuda-include-gpubinary F, -fembed-offload-object=F).
+      if (auto at = a.find(work()); at != std::string::npos) {
+        std::string path = a.substr(at);
+        std::string name = "f" + std::to_string(host.inputs.size()) + fs::path(path).extension().string();
+        auto digest = sha256_file(path);
+        if (!digest) return run_here(argv);
+        host.inputs.emplace_back(name, *digest);
+        a = a.substr(0, at) + name;
+      }
+      host.key_args.push_back(a);
+    }
+    stage(host.object, target);
+    host.identity = clang_identity(StepTool::host, argv.front(), {});
+    return host_object(host);
+  }
+
+  std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order
+  std::string m_driver_diagnostics;
+  int m_device_units = 0;
+};
+
+}  // namespace
+
+bool is_cuda_compile(const std::vector<std::string>& args) {
+  bool cuda = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-x" && i + 1 < args.size()) cuda = args[i + 1] == "cuda";
+    if (args[i].starts_with("-x") && args[i].size() > 2) cuda = args[i] == "-xcuda";
+    if (!args[i].starts_with("-") && args[i].ends_with(".cu") && (i == 0 || args[i - 1] != "-o")) cuda = true;
+  }
+  return cuda;
+}
+
+int launch_clang(const std::string& clang, const std::vector<std::string>& args) { return ClangLaunch(clang, args).run(); }
+
+}  // namespace kcache::launcher

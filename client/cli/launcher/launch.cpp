@@ -1,0 +1,377 @@
+#include "launcher/launch.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "endpoint.hpp"
+
+extern char** environ;
+
+namespace kcache::launcher {
+
+namespace fs = std::filesystem;
+
+void LocalStats::add(std::string name) {
+  for (char& c : name) {
+    if (c == ' ' || c == '\n' || c == '\t') c = '_';
+  }
+  ++m_counts[name];
+}
+
+void LocalStats::write() {
+  if (m_counts.empty()) return;
+  fs::path dir = state_dir();
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  int fd = ::open((dir / "launcher-stats").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (::flock(fd, LOCK_EX) == 0) {
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+    std::map<std::string, unsigned long long> counts;
+    std::istringstream in(text);
+    std::string name;
+    unsigned long long count = 0;
+    while (in >> name >> count) counts[name] += count;
+    for (const auto& [n, c] : m_counts) counts[n] += c;
+    std::string out;
+    for (const auto& [n, c] : counts) out += n + " " + std::to_string(c) + "\n";
+    if (::ftruncate(fd, 0) == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
+      [[maybe_unused]] ssize_t w = ::write(fd, out.data(), out.size());
+    }
+  }
+  ::close(fd);
+  m_counts.clear();
+}
+
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+         " " + std::to_string(st.st_ino) + " " + path;
+}
+
+Expected<Digest> cached_digest(const std::string& identity, const std::function<Expected<Digest>()>& compute) {
+  fs::path table = state_dir().empty() ? fs::path() : state_dir() / "tools";
+  if (!table.empty()) {
+    std::ifstream in(table);
+    for (std::string line; std::getline(in, line);) {
+      if (line.size() > 65 && line.compare(65, std::string::npos, identity) == 0) {
+        if (auto d = digest_from_hex(line.substr(0, 64))) return *d;
+      }
+    }
+  }
+  auto digest = compute();
+  if (!digest) return digest;
+  if (!table.empty()) {
+    std::error_code ec;
+    fs::create_directories(table.parent_path(), ec);
+    std::ofstream(table, std::ios::app) << to_hex(*digest) << " " << identity << "\n";
+  }
+  return digest;
+}
+
+Expected<Digest> file_digest(const std::string& path) {
+  std::string identity = file_identity(path);
+  if (identity.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + path);
+  return cached_digest(identity, [&]() -> Expected<Digest> {
+    auto digest = sha256_file(path);
+    if (!digest) return make_error(ErrorCode::k_not_found, "cannot read " + path);
+    return *digest;
+  });
+}
+
+std::string basename_of(std::string_view path) {
+  auto slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string find_program(const std::string& name, const std::map<std::string, std::string>& env) {
+  if (name.find('/') != std::string::npos) return name;
+  auto it = env.find("PATH");
+  std::string path = it == env.end() ? "/usr/bin:/bin" : it->second;
+  for (std::size_t begin = 0; begin <= path.size();) {
+    std::size_t end = std::min(path.find(':', begin), path.size());
+    std::string candidate = path.substr(begin, end - begin) + "/" + name;
+    if (end > begin && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    begin = end + 1;
+  }
+  return {};
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool write_file(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out);
+}
+
+bool is_host_compiler(std::string_view program) {
+  static const std::vector<std::string_view> k_hosts = {"gcc", "g++", "cc", "c++", "clang", "clang++"};
+  if (std::find(k_hosts.begin(), k_hosts.end(), program) != k_hosts.end()) return true;
+  return program.starts_with("gcc-") || program.starts_with("g++-") || program.starts_with("clang++-") ||
+         program.starts_with("clang-") || program.ends_with("-gcc") || program.ends_with("-g++");
+}
+
+namespace {
+
+// Puts `from` at `to` whole or not at all: a compile killed part-way leaves no half object.
+bool move_into_place(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::path staged = to;
+  staged += ".kcache-" + std::to_string(::getpid());
+  fs::copy_file(from, staged, fs::copy_options::overwrite_existing, ec);
+  if (ec) return false;
+  fs::rename(staged, to, ec);
+  if (ec) fs::remove(staged, ec);
+  return !ec;
+}
+
+}  // namespace
+
+Launch::Launch(std::string compiler, std::vector<std::string> args)
+    : m_compiler(std::move(compiler)), m_args(std::move(args)) {
+  std::string pattern = (fs::temp_directory_path() / "kcache-cc-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) != nullptr) m_work_prefix = pattern + "/";
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string_view::npos) m_env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+}
+
+Launch::~Launch() {
+  std::error_code ec;
+  if (!m_work_prefix.empty()) fs::remove_all(m_work_prefix, ec);
+}
+
+std::vector<std::string> Launch::env_list() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : m_env) out.push_back(k + "=" + v);
+  return out;
+}
+
+bool Launch::run_here(const std::vector<std::string>& argv, const std::string& cwd, ProcessResult* result, bool print) {
+  std::vector<std::string> env = env_list();
+  ProcessOptions options;
+  options.output = ProcessOptions::Output::separate;
+  options.env = &env;
+  options.search_path = true;
+  options.cwd = cwd;
+  auto ran = run_process(argv, options);
+  if (!ran) return false;
+  if (ran->exit_code != 0 || ran->signal != 0) return false;
+  if (print) m_printed_out += ran->output, m_printed_err += ran->error_output;
+  if (result) *result = std::move(*ran);
+  return true;
+}
+
+kcache::Client* Launch::client() {
+  if (!m_client && !m_daemon_down) {
+    ClientOptions options(resolve_server(""), std::chrono::minutes(10));
+    if (auto token = resolve_token(""); token) options.token = *token;
+    options.max_attempts = 1;
+    m_client.emplace(options);
+  }
+  return m_daemon_down ? nullptr : &*m_client;
+}
+
+std::optional<v1::StepResponse> Launch::ask_daemon(const v1::StepRequest& request, StepTool tool) {
+  kcache::Client* c = client();
+  if (c == nullptr) return std::nullopt;
+  auto answer = c->step(request);
+  if (answer) return *answer;
+  if (answer.error().code == ErrorCode::k_unavailable || answer.error().code == ErrorCode::k_deadline_exceeded) {
+    m_daemon_down = true;  // no later step waits for it again
+    m_stats.add("launcher.daemon_unreachable");
+  } else {
+    m_stats.add("launcher.refused." + std::string(step_tool_name(tool)));
+    if (std::getenv("KCACHE_LAUNCHER_DEBUG")) std::fprintf(stderr, "kcache: %s\n", answer.error().message.c_str());
+  }
+  return std::nullopt;
+}
+
+bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, const Expected<Digest>& identity,
+                         const std::map<std::string, std::string>& renamed, const std::vector<std::string>& local) {
+  const std::string tool_name(step_tool_name(tool));
+  StepSpec spec;
+  spec.tool = tool;
+  std::vector<std::pair<std::string, std::string>> files;  // (name in the step, path in the plan)
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    std::string arg = argv[i];
+    if (auto r = renamed.find(arg); r != renamed.end()) {
+      arg = r->second;
+    } else if (!work().empty() && arg.starts_with(work())) {
+      auto known = std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.second == arg; });
+      if (known == files.end()) {
+        std::string name = "f" + std::to_string(files.size()) + fs::path(arg).extension().string();
+        std::error_code ec;
+        (fs::exists(arg, ec) ? spec.inputs : spec.outputs).push_back(name);
+        known = files.emplace(files.end(), name, arg);
+      }
+      arg = known->first;
+    }
+    spec.args.push_back(arg);
+  }
+  auto path_of = [&](const std::string& name) {
+    auto f = std::find_if(files.begin(), files.end(), [&](const auto& p) { return p.first == name; });
+    return f == files.end() ? std::string() : f->second;
+  };
+  auto run_locally = [&] {
+    m_stats.add(tool_name + ".local");
+    if (!local.empty()) return run_here(local);
+    fs::path folder = work() + "step-" + std::to_string(++m_local_steps);
+    std::error_code ec;
+    fs::create_directory(folder, ec);
+    for (const std::string& name : spec.inputs) fs::copy_file(path_of(name), folder / name, ec);
+    std::vector<std::string> here = {argv.front()};
+    here.insert(here.end(), spec.args.begin(), spec.args.end());
+    if (!run_here(here, folder.string())) return false;
+    for (const std::string& name : spec.outputs) {
+      fs::rename(folder / name, path_of(name), ec);
+      if (ec) return false;
+    }
+    return true;
+  };
+  if (!check_step(spec) || !identity) return run_locally();
+  spec.tool_digest = *identity;
+  v1::StepRequest request;
+  request.set_tool(tool == StepTool::cicc ? v1::STEP_TOOL_CICC : tool == StepTool::clang ? v1::STEP_TOOL_CLANG : v1::STEP_TOOL_PTXAS);
+  request.set_tool_digest(to_hex(spec.tool_digest));
+  for (const std::string& a : spec.args) request.add_args(a);
+  for (const std::string& name : spec.inputs) {
+    v1::StepFile* f = request.add_inputs();
+    f->set_name(name);
+    f->set_content(read_file(path_of(name)));
+  }
+  for (const std::string& name : spec.outputs) request.add_outputs(name);
+  auto answer = ask_daemon(request, tool);
+  if (!answer) return run_locally();
+  if (answer->exit_code() != 0) return false;  // the real compiler reruns and reports it
+  for (const v1::StepFile& f : answer->outputs()) {
+    std::string path = path_of(f.name());
+    if (path.empty() || !write_file(path, f.content())) return false;
+  }
+  m_printed_out += answer->stdout_text();
+  m_printed_err += answer->stderr_text();
+  m_stats.add(tool_name + (answer->outcome() == v1::OUTCOME_MISS ? ".miss" : ".hit"));
+  return true;
+}
+
+Expected<Digest> Launch::host_compiler_identity(const std::string& program, const std::string& proper) {
+  std::string driver = find_program(program, m_env);
+  std::string identity = file_identity(driver);
+  if (identity.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
+  // Run the driver once per change of it: a compiler upgrade replaces the driver too.
+  return cached_digest("host " + proper + " " + identity, [&]() -> Expected<Digest> {
+    std::vector<Digest> files;
+    auto d = file_digest(driver);
+    if (!d) return d.error();
+    files.push_back(*d);
+    if (!proper.empty()) {
+      auto named = run_process({driver, "-print-prog-name=" + proper});
+      if (named && named->exit_code == 0) {
+        std::string path = named->output.substr(0, named->output.find('\n'));
+        if (auto p = file_digest(path)) files.push_back(*p);
+      }
+    }
+    auto version = run_process({driver, "--version"});
+    if (version) files.push_back(sha256(version->output));
+    return step_tool_identity(StepTool::host, files);
+  });
+}
+
+bool Launch::host_object(const HostCompile& host) {
+  auto compile_here = [&](ProcessResult* result = nullptr) { return run_here(host.compile, {}, result); };
+  if (!host.identity) {
+    m_stats.add("host.local");
+    return compile_here();
+  }
+  v1::StepRequest request;
+  request.set_tool(v1::STEP_TOOL_HOST);
+  request.set_tool_digest(to_hex(*host.identity));
+  for (const std::string& a : host.key_args) request.add_args(a);
+  for (const auto& [name, digest] : host.inputs) {
+    v1::StepFile* input = request.add_inputs();
+    input->set_name(name);
+    input->set_sha256(to_hex(digest));
+  }
+  request.add_outputs(std::string(k_step_object));
+  auto found = ask_daemon(request, StepTool::host);
+  if (found && found->exit_code() == 0 && found->outputs_size() == 1) {
+    if (!write_file(host.object, found->outputs(0).content())) return false;
+    m_printed_out += found->stdout_text();
+    m_printed_err += found->stderr_text();
+    m_stats.add("host.hit");
+    return true;
+  }
+  ProcessResult compiled;
+  if (!compile_here(&compiled)) return false;
+  if (!found) {
+    m_stats.add("host.local");
+    return true;
+  }
+  m_stats.add("host.miss");
+  request.mutable_offered()->set_name(std::string(k_step_object));
+  request.mutable_offered()->set_content(read_file(host.object));
+  request.set_offered_stderr(compiled.error_output);
+  ask_daemon(request, StepTool::host);  // kept if the daemon takes it; the build goes on either way
+  return true;
+}
+
+int Launch::unchanged(const std::vector<std::string>& real, const std::string& reason) {
+  m_stats.add("uncacheable." + reason);
+  ClientOptions options(resolve_server(""), std::chrono::milliseconds(500));
+  if (auto token = resolve_token(""); token) options.token = *token;
+  options.max_attempts = 1;
+  {
+    kcache::Client reporter(options);
+    [[maybe_unused]] auto reported = reporter.report_uncacheable(reason);
+  }
+  return run_unchanged(real);
+}
+
+int Launch::run_unchanged(const std::vector<std::string>& real) {
+  ProcessOptions options;
+  options.output = ProcessOptions::Output::inherit;
+  options.search_path = true;
+  auto ran = run_process(real, options);
+  if (!ran) {
+    std::fprintf(stderr, "kcache: %s\n", ran.error().message.c_str());
+    return 127;
+  }
+  return ran->signal != 0 ? 128 + ran->signal : ran->exit_code;
+}
+
+int Launch::finish() {
+  for (const auto& [from, to] : m_finals) {
+    if (!move_into_place(from, to)) {
+      std::fprintf(stderr, "kcache: cannot write %s\n", to.c_str());
+      return 1;
+    }
+  }
+  std::fwrite(m_printed_out.data(), 1, m_printed_out.size(), stdout);
+  std::fwrite(m_printed_err.data(), 1, m_printed_err.size(), stderr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return 0;
+}
+
+}  // namespace kcache::launcher

@@ -1,0 +1,133 @@
+// What every compiler the launcher fronts shares: a work folder of the launch's own, its local
+// counters, the daemon (build steps: kcache/step.hpp), device steps sent there or run here the
+// same way, host objects looked up and offered, and the fall back to the real compiler. nvcc.cpp
+// and clang.cpp read each compiler's own plan into these steps.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kcache/client.hpp"
+#include "kcache/expected.hpp"
+#include "kcache/process.hpp"
+#include "kcache/sha256.hpp"
+#include "kcache/step.hpp"
+
+namespace kcache::launcher {
+
+// Counters of this machine's launches, kept in the client's state folder (`launcher-stats`):
+// "name count" lines, updated under an flock. `kcache stats` prints them.
+class LocalStats {
+ public:
+  void add(std::string name);
+  ~LocalStats() { write(); }
+  void write();  // adds this launch's counts to the file's
+
+ private:
+  std::map<std::string, unsigned long long> m_counts;
+};
+
+// The SHA-256 of a file, kept in the state folder (`tools`) by path, size, modification time and
+// inode, so a launch hashes a toolkit's program (150 MB for cicc and ptxas) once per change of it.
+Expected<Digest> file_digest(const std::string& path);
+
+// A digest kept in the same table under `identity`, computed by `compute` once per identity.
+Expected<Digest> cached_digest(const std::string& identity, const std::function<Expected<Digest>()>& compute);
+
+// How a file is known in that table: size, modification time, inode and path; empty when absent.
+std::string file_identity(const std::string& path);
+
+std::string basename_of(std::string_view path);
+std::string read_file(const std::string& path);
+bool write_file(const std::string& path, std::string_view bytes);
+
+// `name` as PATH (of `env`) finds it; a name with a '/' is itself.
+std::string find_program(const std::string& name, const std::map<std::string, std::string>& env);
+
+// Whether a program of a compiler's plan is a host C++ compiler driver (gcc, g++, clang++-22...).
+bool is_host_compiler(std::string_view program);
+
+// One launch of a compiler. A subclass plans the compile and runs its steps through these.
+class Launch {
+ public:
+  Launch(std::string compiler, std::vector<std::string> args);
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+  ~Launch();  // removes the work folder
+
+ protected:
+  // The launch's folder for the compiler's temporary files ("" when none could be made); ends in '/'.
+  const std::string& work() const { return m_work_prefix; }
+
+  // Runs argv here with the plan's environment, in `cwd` (empty: the caller's). What it prints
+  // is kept for the end (`print`); `result` gets the run.
+  bool run_here(const std::vector<std::string>& argv, const std::string& cwd = {}, ProcessResult* result = nullptr,
+                bool print = true);
+
+  // A device step (cicc, clang, ptxas) of the plan, `argv` as the plan runs it: every file in the
+  // work folder is renamed by order and extension (f0.ii, f1.ptx, ...), so one arch's work has one
+  // key whatever the plan's temporary names or other archs; `renamed` gives other words their
+  // step spelling (clang's libdevice). Sent to the daemon as a step with `identity`, or, when it
+  // cannot take it, run here: `local` as given (in the caller's folder), or when empty the step's
+  // own arguments in a folder of its own.
+  bool device_step(StepTool tool, const std::vector<std::string>& argv, const Expected<Digest>& identity,
+                   const std::map<std::string, std::string>& renamed = {}, const std::vector<std::string>& local = {});
+
+  // A host object: looked up by `key_args` and the digests of what the compile reads (`inputs`:
+  // name and bytes' digest), else compiled here by `compile` (which writes `object`) and offered
+  // to the daemon, which keeps it behind the host wall. `identity` names the host compiler.
+  struct HostCompile {
+    Expected<Digest> identity = Digest{};
+    std::vector<std::string> key_args;
+    std::vector<std::pair<std::string, Digest>> inputs;
+    std::vector<std::string> compile;
+    std::string object;
+  };
+  bool host_object(const HostCompile& host);
+
+  // The host compiler driver's identity: its program, the compiler proper it names for `proper`
+  // (cc1plus; empty: none) and its version text, kept by the driver's file identity.
+  Expected<Digest> host_compiler_identity(const std::string& program, const std::string& proper);
+
+  // The compile as the real compiler runs it, counted by why (locally and on the daemon).
+  int unchanged(const std::vector<std::string>& real, const std::string& reason);
+  // The real compiler, its outputs, diagnostics and exit code.
+  int run_unchanged(const std::vector<std::string>& real);
+
+  // Puts each staged output in place and prints what the steps printed: the compile's end.
+  int finish();
+
+  // A file `staged` in the work folder that becomes `target` when the compile has succeeded.
+  void stage(std::string staged, std::string target) { m_finals.emplace_back(std::move(staged), std::move(target)); }
+
+  std::vector<std::string> env_list() const;
+
+  const std::string m_compiler;
+  std::vector<std::string> m_args;
+  std::map<std::string, std::string> m_env;  // the plan's environment
+  LocalStats m_stats;
+
+ private:
+  kcache::Client* client();
+  std::optional<v1::StepResponse> ask_daemon(const v1::StepRequest& request, StepTool tool);
+
+  std::string m_work_prefix;
+  std::vector<std::pair<std::string, std::string>> m_finals;  // (staged, target)
+  std::string m_printed_out, m_printed_err;
+  std::optional<kcache::Client> m_client;
+  bool m_daemon_down = false;
+  int m_local_steps = 0;  // step folders made for steps run here
+};
+
+// The launches: each the compiler's exit code (nvcc.cpp, clang.cpp).
+int launch_nvcc(const std::string& nvcc, const std::vector<std::string>& args);
+int launch_clang(const std::string& clang, const std::vector<std::string>& args);
+// Whether clang's arguments compile CUDA (-x cuda, or a .cu source).
+bool is_cuda_compile(const std::vector<std::string>& args);
+
+}  // namespace kcache::launcher

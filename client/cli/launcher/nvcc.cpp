@@ -1,0 +1,286 @@
+// nvcc, decomposed: its own plan (nvcc --dryrun), its temporaries in the launch's folder; the
+// preprocessors, cudafe++ and fatbinary here, each arch's cicc and ptxas as device steps, the
+// host compile's object as a host entry keyed by what the host compiler actually compiles.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "launcher/launcher.hpp"
+#include "launcher/launch.hpp"
+#include "launcher/nvcc_plan.hpp"
+
+namespace kcache::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+// nvcc's temporary names carry its process ID and a counter (tmpxft_0000a1b2_00000000-6_a.ptx);
+// written as one fixed name, the same work has the same names, and so the same key and bytes.
+std::string fixed_temporary_names(std::string word) {
+  constexpr std::string_view k_prefix = "tmpxft_";
+  for (std::size_t at = word.find(k_prefix); at != std::string::npos; at = word.find(k_prefix, at + 1)) {
+    std::size_t i = at + k_prefix.size();
+    auto hex_run = [&](std::size_t from) {
+      if (from + 8 > word.size()) return false;
+      for (std::size_t k = from; k < from + 8; ++k) {
+        if (!std::isxdigit(static_cast<unsigned char>(word[k]))) return false;
+      }
+      return true;
+    };
+    if (hex_run(i) && i + 8 < word.size() && word[i + 8] == '_' && hex_run(i + 9)) {
+      word.replace(i, 17, "00000000_00000000");
+    }
+  }
+  return word;
+}
+
+// Options after which nvcc does something other than compile one file to an object.
+std::optional<std::string> uncacheable_option(const std::vector<std::string>& args) {
+  static const std::vector<std::string_view> k_modes = {
+      "-E",       "--preprocess", "-M",      "--generate-dependencies", "-MM", "--generate-nonsystem-dependencies",
+      "-run",     "--run",        "-lib",    "--lib",                   "-link", "--link",
+      "-dlink",   "--device-link", "-ptx",   "--ptx",                   "-cubin", "--cubin",
+      "-fatbin",  "--fatbin",     "-cuda",   "--cuda",                  "-optix-ir", "--optix-ir",
+      "-dryrun",  "--dryrun",     "-V",      "--version",               "-h", "--help",
+      "-keep",    "--keep",       "-save-temps", "--save-temps",        "-keep-dir", "--keep-dir",
+      "-lto",     "-dlto",        "--dlink-time-opt", "-odir",          "--output-directory", "-ltoir", "--ltoir"};
+  bool compile = false;
+  for (const std::string& a : args) {
+    for (std::string_view mode : k_modes) {
+      if (a == mode) return "option " + a;
+    }
+    if (a == "-c" || a == "--compile" || a == "-dc" || a == "--device-c" || a == "-dw" || a == "--device-w") {
+      compile = true;
+    }
+  }
+  if (!compile) return std::string("not a compile (linking)");
+  return std::nullopt;
+}
+
+class NvccLaunch : public Launch {
+ public:
+  using Launch::Launch;
+
+  int run() {
+    std::vector<std::string> real = {m_compiler};
+    real.insert(real.end(), m_args.begin(), m_args.end());
+    if (auto reason = expand_options_files()) return unchanged(real, *reason);
+    if (auto reason = uncacheable_option(m_args)) return unchanged(real, *reason);
+    if (work().empty()) return unchanged(real, "no temporary folder");
+    if (auto reason = plan()) return unchanged(real, *reason);
+    m_stats.add("launcher.compiles");
+    for (const PlanStep& step : m_steps) {
+      bool ok = true;
+      switch (step.kind) {
+        case PlanStep::Kind::assign: m_env[step.name] = step.value; break;
+        case PlanStep::Kind::remove:
+          for (const std::string& f : step.argv) {
+            std::error_code ec;
+            fs::remove(f, ec);
+          }
+          break;
+        case PlanStep::Kind::filter_deps: ok = write_dependencies(step.target); break;
+        case PlanStep::Kind::run: ok = run_step(step.argv); break;
+      }
+      if (!ok) {
+        // A failed step: nvcc itself says what failed, with its exit code, and nothing is kept.
+        m_stats.add("launcher.failed");
+        return run_unchanged(real);
+      }
+    }
+    return finish();
+  }
+
+ private:
+  // --options-file / -optf FILE: its words in its place, as nvcc reads them.
+  std::optional<std::string> expand_options_files() {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < m_args.size(); ++i) {
+      const std::string& a = m_args[i];
+      std::string file;
+      if ((a == "--options-file" || a == "-optf") && i + 1 < m_args.size()) {
+        file = m_args[++i];
+      } else if (a.starts_with("--options-file=")) {
+        file = a.substr(15);
+      } else {
+        out.push_back(a);
+        continue;
+      }
+      std::ifstream in(file);
+      if (!in) return "options file unreadable";
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (char& c : text) {
+        if (c == '\n' || c == '\r') c = ' ';
+      }
+      auto words = shell_words(text, {});
+      if (!words) return "options file syntax";
+      out.insert(out.end(), words->begin(), words->end());
+    }
+    m_args = std::move(out);
+    return std::nullopt;
+  }
+
+  // nvcc's plan, with its temporaries in the work folder; the reason when the launcher cannot run it.
+  std::optional<std::string> plan() {
+    std::vector<std::string> dry = {m_compiler, "--dryrun"};
+    dry.insert(dry.end(), m_args.begin(), m_args.end());
+    m_env["TMPDIR"] = work().substr(0, work().size() - 1);
+    std::vector<std::string> env = env_list();
+    ProcessOptions options;
+    options.output = ProcessOptions::Output::separate;
+    options.env = &env;
+    options.search_path = true;
+    auto ran = run_process(dry, options);
+    if (!ran || ran->exit_code != 0) return "nvcc --dryrun failed";
+    std::map<std::string, std::string> vars = m_env;
+    auto steps = parse_plan(ran->error_output, vars);
+    if (!steps) return "plan syntax";
+    m_steps = std::move(*steps);
+    for (PlanStep& step : m_steps) {
+      for (std::string& w : step.argv) w = fixed_temporary_names(std::move(w));
+      step.target = fixed_temporary_names(std::move(step.target));
+      if (step.kind != PlanStep::Kind::run) continue;
+      static const std::vector<std::string_view> k_known = {"cicc", "ptxas", "cudafe++", "fatbinary", "nvlink"};
+      std::string program = basename_of(step.argv.front());
+      bool known = std::find(k_known.begin(), k_known.end(), program) != k_known.end() || is_host_compiler(program);
+      if (!known) return "plan step " + program;
+    }
+    return std::nullopt;
+  }
+
+  bool run_step(const std::vector<std::string>& argv) {
+    std::string program = basename_of(argv.front());
+    if (program == "cicc") return device_step(StepTool::cicc, argv, cicc_identity(argv.front()));
+    if (program == "ptxas") return device_step(StepTool::ptxas, argv, program_identity(argv.front()));
+    if (is_host_compiler(program) && is_host_compile(argv)) return host_step(argv);
+    if (is_host_compiler(program)) remember_preprocessed(argv);
+    return run_here(argv);
+  }
+
+  Expected<Digest> program_identity(const std::string& program) {
+    auto p = file_digest(find_program(program, m_env));
+    if (!p) return p.error();
+    Digest files[] = {*p};
+    return step_tool_identity(StepTool::ptxas, files);
+  }
+
+  // cicc's program and the libdevice it reads from the plan's NVVMIR_LIBRARY_DIR.
+  Expected<Digest> cicc_identity(const std::string& program) {
+    auto p = file_digest(find_program(program, m_env));
+    if (!p) return p.error();
+    auto dir = m_env.find("NVVMIR_LIBRARY_DIR");
+    if (dir == m_env.end()) return make_error(ErrorCode::k_not_found, "no NVVMIR_LIBRARY_DIR");
+    auto libdevice = file_digest(dir->second + "/libdevice.10.bc");
+    if (!libdevice) return libdevice.error();
+    Digest files[] = {*p, *libdevice};
+    return step_tool_identity(StepTool::cicc, files);
+  }
+
+  // A preprocessor run whose output the dependency filter reads.
+  void remember_preprocessed(const std::vector<std::string>& argv) {
+    if (std::find(argv.begin(), argv.end(), "-E") == argv.end()) return;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-o") m_preprocessed.push_back(argv[i + 1]);
+    }
+  }
+
+  bool is_host_compile(const std::vector<std::string>& argv) const {
+    if (std::find(argv.begin(), argv.end(), "-c") == argv.end()) return false;
+    return std::any_of(argv.begin(), argv.end(),
+                       [&](const std::string& a) { return a.starts_with(work()) && a.ends_with(".cudafe1.cpp"); });
+  }
+
+  bool write_dependencies(const std::string& target) {
+    std::vector<std::string> texts;
+    for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
+    std::string rule_target;
+    bool phony = false;
+    for (std::size_t i = 0; i < m_args.size(); ++i) {
+      if ((m_args[i] == "-MT" || m_args[i] == "--dependency-target-name") && i + 1 < m_args.size()) rule_target = m_args[i + 1];
+      if (m_args[i] == "-MP" || m_args[i] == "--generate-dependency-targets") phony = true;
+    }
+    if (rule_target.empty()) rule_target = output_path();
+    std::string staged = work() + "kcache-dependencies.d";
+    if (!write_file(staged, dependency_file(rule_target, texts, phony))) return false;
+    stage(staged, target);
+    return true;
+  }
+
+  // The object nvcc writes: -o, else the source's name with .o.
+  std::string output_path() const {
+    for (std::size_t i = 0; i + 1 < m_args.size(); ++i) {
+      if (m_args[i] == "-o" || m_args[i] == "--output-file") return m_args[i + 1];
+    }
+    for (const std::string& a : m_args) {
+      if (a.ends_with(".cu")) return fs::path(basename_of(a)).replace_extension(".o").string();
+    }
+    return "a.o";
+  }
+
+  // The host compile of cudafe++'s output: its object looked up by what the host compiler
+  // actually compiles (the preprocessed translation unit, fatbinary included), or compiled here
+  // and offered to the daemon, which keeps it behind the host wall.
+  bool host_step(const std::vector<std::string>& argv) {
+    const std::string& prefix = work();
+    std::string target;
+    HostCompile host;
+    host.compile = argv;
+    host.object = prefix + "kcache-object.o";
+    std::vector<std::string> preprocess;
+    bool debug = false;
+    for (std::size_t i = 0; i < host.compile.size(); ++i) {
+      if (host.compile[i] == "-o" && i + 1 < host.compile.size()) {
+        target = host.compile[i + 1];
+        host.compile[i + 1] = host.object;
+      }
+      if (host.compile[i].starts_with("-g") && host.compile[i] != "-gno-record-gcc-switches") debug = true;
+    }
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      if (a == "-c") {
+        preprocess.push_back("-E");
+      } else if (a == "-o" && i + 1 < argv.size()) {
+        preprocess.push_back(a);
+        preprocess.push_back(prefix + "kcache-host.ii");
+        ++i;
+        continue;
+      } else {
+        preprocess.push_back(a);
+      }
+      // The key's arguments: what changes the object beyond the preprocessed text.
+      if (i == 0 || a == "-c") continue;
+      bool takes_value = a == "-I" || a == "-isystem" || a == "-include" || a == "-D" || a == "-U" || a == "-iquote";
+      if (takes_value) {
+        if (i + 1 < argv.size()) preprocess.push_back(argv[++i]);  // the preprocessor's; not the key's
+        continue;
+      }
+      if (a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U") || a.starts_with(prefix)) continue;
+      host.key_args.push_back(a);
+    }
+    if (target.empty()) return run_here(argv);
+    stage(host.object, target);
+    if (debug) {
+      m_stats.add("host.local");
+      return run_here(host.compile);
+    }
+    ProcessResult preprocessed;
+    if (!run_here(preprocess, {}, &preprocessed, false)) return false;  // its warnings: the compile's
+    std::string text = read_file(prefix + "kcache-host.ii");
+    for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) text.erase(at, prefix.size());
+    host.inputs.emplace_back("host.ii", sha256(text));
+    host.identity = host_compiler_identity(argv.front(), "cc1plus");
+    return host_object(host);
+  }
+
+  std::vector<PlanStep> m_steps;
+  std::vector<std::string> m_preprocessed;  // outputs of the plan's -E runs, in order
+};
+
+}  // namespace
+
+int launch_nvcc(const std::string& nvcc, const std::vector<std::string>& args) { return NvccLaunch(nvcc, args).run(); }
+
+}  // namespace kcache::launcher
