@@ -253,6 +253,29 @@ TEST_F(BadInput, EachBadBuildStepIsRefusedClearly) {
   v1::StepRequest option_file = ptxas();
   option_file.add_args("--options-file");
   expect_step_refused(option_file, ErrorCode::k_invalid_argument, "is not an option kcache runs on the daemon");
+  // clang's device compile: no plugin, no bitcode but libdevice, and the daemon's own clang.
+  auto clang = [&] {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_CLANG);
+    r.set_tool_digest(some_identity);
+    for (const char* a : {"-cc1", "-triple", "nvptx64-nvidia-cuda", "-fcuda-is-device", "-S", "-target-cpu", "sm_80",
+                          "-mlink-builtin-bitcode", "libdevice.10.bc", "-o", "f1.s", "-x", "cuda-cpp-output", "f0.cui"}) {
+      r.add_args(a);
+    }
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("f0.cui");
+    in->set_content("__attribute__((global)) void k() {}\n");
+    r.add_outputs("f1.s");
+    return r;
+  };
+  v1::StepRequest plugin = clang();
+  plugin.add_args("-load");
+  plugin.add_args("/tmp/evil.so");
+  expect_step_refused(plugin, ErrorCode::k_invalid_argument, "'-load' is not an option kcache runs on the daemon");
+  v1::StepRequest other_bitcode = clang();
+  other_bitcode.set_args(8, "/etc/passwd");
+  expect_step_refused(other_bitcode, ErrorCode::k_invalid_argument, "is not libdevice");
+  expect_step_refused(clang(), ErrorCode::k_failed_precondition, "the client runs the step itself");
   v1::StepRequest path_name = ptxas();
   path_name.mutable_inputs(0)->set_name("../f0.ptx");
   expect_step_refused(path_name, ErrorCode::k_invalid_argument, "cannot name a step's file");

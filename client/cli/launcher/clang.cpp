@@ -69,12 +69,20 @@ class ClangLaunch : public Launch {
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");
+    std::vector<Task> tasks;
+    int device_units = 0;
     for (const std::vector<std::string>& argv : m_commands) {
-      if (!run_command(argv)) {
-        // clang itself says what failed, with its exit code, and nothing is kept.
-        m_stats.add("launcher.failed");
-        return run_unchanged(real);
-      }
+      Task task;
+      task.files = work_files(argv);
+      task.barrier = is_host_compile(argv);
+      int unit = is_device_compile(argv) ? ++device_units : 0;
+      task.run = [this, &argv, unit] { return run_command(argv, unit); };
+      tasks.push_back(std::move(task));
+    }
+    if (!run_plan(tasks)) {
+      // clang itself says what failed, with its exit code, and nothing is kept.
+      m_stats.add("launcher.failed");
+      return run_unchanged(real);
     }
     std::fwrite(m_driver_diagnostics.data(), 1, m_driver_diagnostics.size(), stderr);
     return finish();
@@ -177,14 +185,15 @@ class ClangLaunch : public Launch {
     return !has(argv, "-fcuda-is-device") && has(argv, "-emit-obj");
   }
 
-  bool run_command(const std::vector<std::string>& argv) {
+  // One command of the plan; `unit` numbers the device compiles.
+  bool run_command(const std::vector<std::string>& argv, int unit) {
     std::string program = basename_of(argv.front());
     if (program == "ptxas") {
       auto p = file_digest(find_program(argv.front(), m_env));
       Expected<Digest> identity = p ? Expected<Digest>(step_tool_identity(StepTool::ptxas, std::span(&*p, 1))) : p.error();
       return device_step(StepTool::ptxas, argv, identity);
     }
-    if (argv.size() > 2 && argv[1] == "-cc1") return is_device_compile(argv) ? device_compile(argv) : host_compile(argv);
+    if (argv.size() > 2 && argv[1] == "-cc1") return is_device_compile(argv) ? device_compile(argv, unit) : host_compile(argv);
     return run_here(argv);
   }
 
@@ -254,12 +263,12 @@ class ClangLaunch : public Launch {
   }
 
   // One arch's device compile: preprocessed here, compiled on the daemon to PTX.
-  bool device_compile(const std::vector<std::string>& argv) {
+  bool device_compile(const std::vector<std::string>& argv, int unit) {
     std::string output;
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
       if (argv[i] == "-o") output = argv[i + 1];
     }
-    std::string text = work() + "device-" + std::to_string(++m_device_units) + ".cui";
+    std::string text = work() + "device-" + std::to_string(unit) + ".cui";
     Split s = split(argv, "-S", text, false, output);
     if (!run_here(s.preprocess)) return false;
     std::string libdevice;
@@ -318,7 +327,6 @@ class ClangLaunch : public Launch {
 
   std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order
   std::string m_driver_diagnostics;
-  int m_device_units = 0;
 };
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "endpoint.hpp"
 
@@ -26,10 +28,12 @@ void LocalStats::add(std::string name) {
   for (char& c : name) {
     if (c == ' ' || c == '\n' || c == '\t') c = '_';
   }
+  std::lock_guard lock(m_mutex);
   ++m_counts[name];
 }
 
 void LocalStats::write() {
+  std::lock_guard lock(m_mutex);
   if (m_counts.empty()) return;
   fs::path dir = state_dir();
   if (dir.empty()) return;
@@ -65,6 +69,8 @@ std::string file_identity(const std::string& path) {
 }
 
 Expected<Digest> cached_digest(const std::string& identity, const std::function<Expected<Digest>()>& compute) {
+  static std::recursive_mutex mutex;  // one launch's steps ask from several threads
+  std::lock_guard lock(mutex);
   fs::path table = state_dir().empty() ? fs::path() : state_dir() / "tools";
   if (!table.empty()) {
     std::ifstream in(table);
@@ -178,12 +184,88 @@ bool Launch::run_here(const std::vector<std::string>& argv, const std::string& c
   auto ran = run_process(argv, options);
   if (!ran) return false;
   if (ran->exit_code != 0 || ran->signal != 0) return false;
-  if (print) m_printed_out += ran->output, m_printed_err += ran->error_output;
+  if (print) {
+    Printed& p = printed();
+    p.out += ran->output, p.err += ran->error_output;
+  }
   if (result) *result = std::move(*ran);
   return true;
 }
 
+namespace {
+thread_local std::size_t t_task = 0;  // the plan's task this thread runs (run_plan), + 1
+}  // namespace
+
+Launch::Printed& Launch::printed() {
+  std::lock_guard lock(m_mutex);
+  return m_printed[t_task < m_printed.size() ? t_task : 0];
+}
+
+std::vector<std::string> Launch::work_files(const std::vector<std::string>& argv) const {
+  std::vector<std::string> out;
+  if (work().empty()) return out;
+  for (const std::string& a : argv) {
+    for (std::size_t at = a.find(work()); at != std::string::npos; at = a.find(work(), at + 1)) {
+      std::size_t end = a.find(',', at);
+      out.push_back(a.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    }
+  }
+  return out;
+}
+
+bool Launch::run_plan(const std::vector<Task>& tasks) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_printed.resize(tasks.size() + 1);
+  }
+  // after[j]: the tasks j waits for.
+  std::vector<std::vector<std::size_t>> after(tasks.size());
+  for (std::size_t j = 0; j < tasks.size(); ++j) {
+    for (std::size_t i = 0; i < j; ++i) {
+      bool shared = std::any_of(tasks[j].files.begin(), tasks[j].files.end(), [&](const std::string& f) {
+        return std::find(tasks[i].files.begin(), tasks[i].files.end(), f) != tasks[i].files.end();
+      });
+      if (shared || tasks[i].barrier || tasks[j].barrier) after[j].push_back(i);
+    }
+  }
+  enum class State { waiting, running, done };
+  std::vector<State> state(tasks.size(), State::waiting);
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool failed = false;
+  std::size_t running = 0;
+  const std::size_t parallel = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 2, 8);
+  std::vector<std::thread> threads;
+  std::unique_lock lock(mutex);
+  for (;;) {
+    bool all_done = true;
+    for (std::size_t j = 0; j < tasks.size() && !failed && running < parallel; ++j) {
+      if (state[j] != State::waiting) continue;
+      bool ready = std::all_of(after[j].begin(), after[j].end(), [&](std::size_t i) { return state[i] == State::done; });
+      if (!ready) continue;
+      state[j] = State::running;
+      ++running;
+      threads.emplace_back([&, j] {
+        t_task = j + 1;
+        bool ok = tasks[j].run();
+        std::lock_guard done(mutex);
+        state[j] = State::done;
+        failed |= !ok;
+        --running;
+        changed.notify_all();
+      });
+    }
+    for (State s : state) all_done &= s == State::done;
+    if (all_done || (failed && running == 0)) break;
+    changed.wait(lock);
+  }
+  lock.unlock();
+  for (std::thread& t : threads) t.join();
+  return !failed;
+}
+
 kcache::Client* Launch::client() {
+  std::lock_guard lock(m_mutex);
   if (!m_client && !m_daemon_down) {
     ClientOptions options(resolve_server(""), std::chrono::minutes(10));
     if (auto token = resolve_token(""); token) options.token = *token;
@@ -199,8 +281,9 @@ std::optional<v1::StepResponse> Launch::ask_daemon(const v1::StepRequest& reques
   auto answer = c->step(request);
   if (answer) return *answer;
   if (answer.error().code == ErrorCode::k_unavailable || answer.error().code == ErrorCode::k_deadline_exceeded) {
-    m_daemon_down = true;  // no later step waits for it again
-    m_stats.add("launcher.daemon_unreachable");
+    // No later step waits for it again; counted once per compile, though steps running at once
+    // may each have found it down.
+    if (!m_daemon_down.exchange(true)) m_stats.add("launcher.daemon_unreachable");
   } else {
     m_stats.add("launcher.refused." + std::string(step_tool_name(tool)));
     if (std::getenv("KCACHE_LAUNCHER_DEBUG")) std::fprintf(stderr, "kcache: %s\n", answer.error().message.c_str());
@@ -269,8 +352,9 @@ bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, co
     std::string path = path_of(f.name());
     if (path.empty() || !write_file(path, f.content())) return false;
   }
-  m_printed_out += answer->stdout_text();
-  m_printed_err += answer->stderr_text();
+  Printed& p = printed();
+  p.out += answer->stdout_text();
+  p.err += answer->stderr_text();
   m_stats.add(tool_name + (answer->outcome() == v1::OUTCOME_MISS ? ".miss" : ".hit"));
   return true;
 }
@@ -317,8 +401,9 @@ bool Launch::host_object(const HostCompile& host) {
   auto found = ask_daemon(request, StepTool::host);
   if (found && found->exit_code() == 0 && found->outputs_size() == 1) {
     if (!write_file(host.object, found->outputs(0).content())) return false;
-    m_printed_out += found->stdout_text();
-    m_printed_err += found->stderr_text();
+    Printed& p = printed();
+    p.out += found->stdout_text();
+    p.err += found->stderr_text();
     m_stats.add("host.hit");
     return true;
   }
@@ -367,8 +452,10 @@ int Launch::finish() {
       return 1;
     }
   }
-  std::fwrite(m_printed_out.data(), 1, m_printed_out.size(), stdout);
-  std::fwrite(m_printed_err.data(), 1, m_printed_err.size(), stderr);
+  for (const Printed& p : m_printed) {
+    std::fwrite(p.out.data(), 1, p.out.size(), stdout);
+    std::fwrite(p.err.data(), 1, p.err.size(), stderr);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   return 0;

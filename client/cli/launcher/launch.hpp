@@ -4,8 +4,10 @@
 // and clang.cpp read each compiler's own plan into these steps.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,11 +26,12 @@ namespace kcache::launcher {
 // "name count" lines, updated under an flock. `kcache stats` prints them.
 class LocalStats {
  public:
-  void add(std::string name);
+  void add(std::string name);  // from any thread
   ~LocalStats() { write(); }
   void write();  // adds this launch's counts to the file's
 
  private:
+  std::mutex m_mutex;
   std::map<std::string, unsigned long long> m_counts;
 };
 
@@ -102,8 +105,29 @@ class Launch {
   // Puts each staged output in place and prints what the steps printed: the compile's end.
   int finish();
 
+  // One step of a plan, for run_plan: what it runs, the work folder's files it names (its
+  // inputs and outputs), and whether it must wait for every step before it and hold back every
+  // step after it (removals, variable assignments, the host compile, which includes files the
+  // plan does not name).
+  struct Task {
+    std::function<bool()> run;
+    std::vector<std::string> files;
+    bool barrier = false;
+  };
+  // Runs the tasks, each once every earlier task naming one of its files (or a barrier) has
+  // finished, several at a time: each arch's chain of steps, and the preprocessors, overlap as
+  // the plan's order allows. What each prints is kept in plan order. False at the first failure
+  // (the tasks already running finish first).
+  bool run_plan(const std::vector<Task>& tasks);
+  // The work folder's files an argument list names, alone or inside an argument
+  // (--image3=kind=elf,sm=80,file=F).
+  std::vector<std::string> work_files(const std::vector<std::string>& argv) const;
+
   // A file `staged` in the work folder that becomes `target` when the compile has succeeded.
-  void stage(std::string staged, std::string target) { m_finals.emplace_back(std::move(staged), std::move(target)); }
+  void stage(std::string staged, std::string target) {
+    std::lock_guard lock(m_mutex);
+    m_finals.emplace_back(std::move(staged), std::move(target));
+  }
 
   std::vector<std::string> env_list() const;
 
@@ -117,11 +141,18 @@ class Launch {
   std::optional<v1::StepResponse> ask_daemon(const v1::StepRequest& request, StepTool tool);
 
   std::string m_work_prefix;
+  // What a step printed, to print at the end: per task in plan order (run_plan), else one.
+  struct Printed {
+    std::string out, err;
+  };
+  Printed& printed();
+
+  std::mutex m_mutex;  // guards m_finals, m_client's creation and m_printed
   std::vector<std::pair<std::string, std::string>> m_finals;  // (staged, target)
-  std::string m_printed_out, m_printed_err;
+  std::vector<Printed> m_printed = std::vector<Printed>(1);
   std::optional<kcache::Client> m_client;
-  bool m_daemon_down = false;
-  int m_local_steps = 0;  // step folders made for steps run here
+  std::atomic<bool> m_daemon_down = false;
+  std::atomic<int> m_local_steps = 0;  // step folders made for steps run here
 };
 
 // The launches: each the compiler's exit code (nvcc.cpp, clang.cpp).

@@ -72,24 +72,36 @@ class NvccLaunch : public Launch {
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");
+    std::vector<Task> tasks;
     for (const PlanStep& step : m_steps) {
-      bool ok = true;
+      Task task;
+      task.barrier = step.kind != PlanStep::Kind::run || is_host_compile(step.argv);
       switch (step.kind) {
-        case PlanStep::Kind::assign: m_env[step.name] = step.value; break;
-        case PlanStep::Kind::remove:
-          for (const std::string& f : step.argv) {
-            std::error_code ec;
-            fs::remove(f, ec);
-          }
+        case PlanStep::Kind::assign:
+          task.run = [this, &step] { return m_env[step.name] = step.value, true; };
           break;
-        case PlanStep::Kind::filter_deps: ok = write_dependencies(step.target); break;
-        case PlanStep::Kind::run: ok = run_step(step.argv); break;
+        case PlanStep::Kind::remove:
+          task.run = [&step] {
+            for (const std::string& f : step.argv) {
+              std::error_code ec;
+              fs::remove(f, ec);
+            }
+            return true;
+          };
+          break;
+        case PlanStep::Kind::filter_deps: task.run = [this, &step] { return write_dependencies(step.target); }; break;
+        case PlanStep::Kind::run:
+          task.files = work_files(step.argv);
+          task.run = [this, &step] { return run_step(step.argv); };
+          if (is_host_compiler(basename_of(step.argv.front()))) remember_preprocessed(step.argv);
+          break;
       }
-      if (!ok) {
-        // A failed step: nvcc itself says what failed, with its exit code, and nothing is kept.
-        m_stats.add("launcher.failed");
-        return run_unchanged(real);
-      }
+      tasks.push_back(std::move(task));
+    }
+    if (!run_plan(tasks)) {
+      // A failed step: nvcc itself says what failed, with its exit code, and nothing is kept.
+      m_stats.add("launcher.failed");
+      return run_unchanged(real);
     }
     return finish();
   }
@@ -156,7 +168,6 @@ class NvccLaunch : public Launch {
     if (program == "cicc") return device_step(StepTool::cicc, argv, cicc_identity(argv.front()));
     if (program == "ptxas") return device_step(StepTool::ptxas, argv, program_identity(argv.front()));
     if (is_host_compiler(program) && is_host_compile(argv)) return host_step(argv);
-    if (is_host_compiler(program)) remember_preprocessed(argv);
     return run_here(argv);
   }
 
@@ -179,7 +190,7 @@ class NvccLaunch : public Launch {
     return step_tool_identity(StepTool::cicc, files);
   }
 
-  // A preprocessor run whose output the dependency filter reads.
+  // A preprocessor run whose output the dependency filter reads (in plan order).
   void remember_preprocessed(const std::vector<std::string>& argv) {
     if (std::find(argv.begin(), argv.end(), "-E") == argv.end()) return;
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
