@@ -454,5 +454,63 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   EXPECT_TRUE(counted_failure) << "the failed cicc step is counted, and was not stored";
 }
 
+// Single clang commands: a response file and a path with spaces and a quote give plain clang's
+// object; a failing device compile gives clang's diagnostics and exit code and stores nothing;
+// a C++ compile is not kcache's and runs clang in the launcher's place.
+TEST_F(Launcher, OddClangCommandsGiveWhatClangGives) {
+  if (!fs::exists("/usr/bin/clang++-22")) GTEST_SKIP() << "clang++-22 is absent (clang-22)";
+  auto daemon = start_daemon("a");
+  server_ = daemon->address();
+  fs::path work = m_dir.path() / "odd dir";
+  fs::create_directories(work / "it's odd");
+  std::ofstream(work / "it's odd" / "my kernel.cu") << read_all(src_ / "src" / "stencil.cu");
+  std::ofstream(work / "opts.rsp") << "-O3 \"-I" << (src_ / "include").string() << "\"\n-DFIXTURE_OPT=1\n";
+  const std::vector<std::string> common = {"-x", "cuda", std::string("--cuda-path=") + KCACHE_CUDA_ROOT,
+                                           "--cuda-gpu-arch=sm_80", "@opts.rsp", "-c", "it's odd/my kernel.cu", "-o"};
+  auto command = [&](bool launched, const std::string& out) {
+    std::vector<std::string> argv;
+    if (launched) argv.push_back(KCACHE_CLI_PATH);
+    argv.push_back("/usr/bin/clang++-22");
+    argv.insert(argv.end(), common.begin(), common.end());
+    argv.push_back(out);
+    return argv;
+  };
+  counts();
+  ASSERT_EQ(run_ok(command(true, "k.o"), work), 0);
+  ASSERT_EQ(run_ok(command(false, "c.o"), work), 0);
+  auto first = counts();
+  EXPECT_EQ(first["clang.miss"], 1) << "the response file and the odd path stayed a cacheable compile";
+  EXPECT_EQ(first["host.miss"], 1);
+  std::string ours = read_all(work / "k.o");
+  ASSERT_FALSE(ours.empty());
+  EXPECT_TRUE(ours == read_all(work / "c.o")) << "the launcher's object differs from clang's (this file has no static "
+                                                 "device variable, so clang's -cuid= names nothing in it)";
+  ASSERT_EQ(run_ok(command(true, "k2.o"), work), 0);
+  auto again = counts();
+  EXPECT_EQ(again["clang.hit"], 1);
+  EXPECT_EQ(again["host.hit"], 1);
+  EXPECT_TRUE(read_all(work / "k2.o") == ours);
+
+  // Broken where only the device side looks: clang's own diagnostics and exit code, nothing kept.
+  std::ofstream(work / "broken.cu") << "#ifdef __CUDA_ARCH__\n__device__ int f() { return undefined_name; }\n#endif\n"
+                                       "__global__ void k(int* x) { x[0] = 1; }\n";
+  std::vector<std::string> broken = {"/usr/bin/clang++-22", "-x", "cuda", std::string("--cuda-path=") + KCACHE_CUDA_ROOT,
+                                     "--cuda-gpu-arch=sm_80", "-c", "broken.cu", "-o", "b.o"};
+  auto plain_failed = run(broken, work);
+  broken.insert(broken.begin(), KCACHE_CLI_PATH);
+  auto ours_failed = run(broken, work);
+  EXPECT_NE(plain_failed.exit_code, 0);
+  EXPECT_EQ(ours_failed.exit_code, plain_failed.exit_code);
+  EXPECT_EQ(ours_failed.error_output, plain_failed.error_output);
+  EXPECT_FALSE(fs::exists(work / "b.o"));
+  EXPECT_EQ(counts()["launcher.failed"], 1);
+
+  // Plain C++ through the launcher: clang runs as it would.
+  std::ofstream(work / "plain.cpp") << "int answer() { return 42; }\n";
+  ASSERT_EQ(run_ok({KCACHE_CLI_PATH, "/usr/bin/clang++-22", "-c", "plain.cpp", "-o", "plain.o"}, work), 0);
+  EXPECT_TRUE(fs::exists(work / "plain.o"));
+  EXPECT_EQ(counts()["uncacheable.compiler_clang++-22"], 1);
+}
+
 }  // namespace
 }  // namespace kcache::test

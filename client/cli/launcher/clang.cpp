@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <span>
 
 #include "launcher/launch.hpp"
@@ -72,9 +70,15 @@ class ClangLaunch : public Launch {
     std::vector<Task> tasks;
     int device_units = 0;
     for (const std::vector<std::string>& argv : m_commands) {
+      if (is_host_compile(argv)) {
+        // The host side's preprocessing reads only the source: it runs from the start, beside
+        // the device side's work; its compile waits for the device image.
+        tasks.push_back({[this, &argv] { return preprocess_host(argv); }, {}, false});
+        tasks.push_back({[this, &argv] { return host_compile(argv); }, {}, true});
+        continue;
+      }
       Task task;
       task.files = work_files(argv);
-      task.barrier = is_host_compile(argv);
       int unit = is_device_compile(argv) ? ++device_units : 0;
       task.run = [this, &argv, unit] { return run_command(argv, unit); };
       tasks.push_back(std::move(task));
@@ -97,14 +101,8 @@ class ClangLaunch : public Launch {
         out.push_back(a);
         continue;
       }
-      std::ifstream in(a.substr(1));
-      if (!in) return "response file unreadable (clang)";
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      for (char& c : text) {
-        if (c == '\n' || c == '\r') c = ' ';
-      }
-      auto words = shell_words(text, {});
-      if (!words) return "response file syntax (clang)";
+      auto words = options_file_words(a.substr(1), "response file (clang)");
+      if (!words) return words.error().message;
       out.insert(out.end(), words->begin(), words->end());
     }
     m_args = std::move(out);
@@ -115,13 +113,7 @@ class ClangLaunch : public Launch {
     if (!is_cuda_compile(m_args)) return "not CUDA (clang)";
     std::vector<std::string> dry = {m_compiler, "-###"};
     dry.insert(dry.end(), m_args.begin(), m_args.end());
-    m_env["TMPDIR"] = work().substr(0, work().size() - 1);
-    std::vector<std::string> env = env_list();
-    ProcessOptions options;
-    options.output = ProcessOptions::Output::separate;
-    options.env = &env;
-    options.search_path = true;
-    auto ran = run_process(dry, options);
+    auto ran = dry_run(dry);
     if (!ran || ran->exit_code != 0) return "clang -### failed";
     std::size_t begin = 0;
     const std::string& text = ran->error_output;
@@ -193,7 +185,7 @@ class ClangLaunch : public Launch {
       Expected<Digest> identity = p ? Expected<Digest>(step_tool_identity(StepTool::ptxas, std::span(&*p, 1))) : p.error();
       return device_step(StepTool::ptxas, argv, identity);
     }
-    if (argv.size() > 2 && argv[1] == "-cc1") return is_device_compile(argv) ? device_compile(argv, unit) : host_compile(argv);
+    if (argv.size() > 2 && argv[1] == "-cc1") return device_compile(argv, unit);
     return run_here(argv);
   }
 
@@ -281,8 +273,14 @@ class ClangLaunch : public Launch {
     return device_step(StepTool::clang, s.compile, identity, renamed, s.compile);
   }
 
-  // The host side: preprocessed here (with the dependency file), its object looked up by that
-  // text, the device image it embeds and the options, else compiled here and offered.
+  // The host side, preprocessed here (with the dependency file).
+  bool preprocess_host(const std::vector<std::string>& argv) {
+    m_host = split(argv, "-emit-obj", work() + "kcache-host.cui", true, work() + "kcache-object.o");
+    return run_here(m_host.preprocess);
+  }
+
+  // The host side's object, looked up by its preprocessed text, the device image it embeds and
+  // the options, else compiled here from that text and offered.
   bool host_compile(const std::vector<std::string>& argv) {
     std::string target;
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
@@ -292,8 +290,7 @@ class ClangLaunch : public Launch {
     HostCompile host;
     host.object = work() + "kcache-object.o";
     std::string text = work() + "kcache-host.cui";
-    Split s = split(argv, "-emit-obj", text, true, host.object);
-    if (!run_here(s.preprocess)) return false;
+    const Split& s = m_host;
     host.compile = s.compile;
     for (std::size_t i = 1; i < s.compile.size(); ++i) {
       std::string a = s.compile[i];
@@ -326,6 +323,7 @@ class ClangLaunch : public Launch {
   }
 
   std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order
+  Split m_host;                                      // the host side's, once preprocessed
   std::string m_driver_diagnostics;
 };
 

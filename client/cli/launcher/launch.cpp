@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "endpoint.hpp"
+#include "launcher/nvcc_plan.hpp"
 
 extern char** environ;
 
@@ -174,6 +175,28 @@ std::vector<std::string> Launch::env_list() const {
   return out;
 }
 
+Expected<ProcessResult> Launch::dry_run(const std::vector<std::string>& argv) {
+  m_env["TMPDIR"] = work().substr(0, work().size() - 1);
+  std::vector<std::string> env = env_list();
+  ProcessOptions options;
+  options.output = ProcessOptions::Output::separate;
+  options.env = &env;
+  options.search_path = true;
+  return run_process(argv, options);
+}
+
+Expected<std::vector<std::string>> Launch::options_file_words(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) return make_error(ErrorCode::k_not_found, what + " unreadable");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  auto words = shell_words(text, {});
+  if (!words) return make_error(ErrorCode::k_invalid_argument, what + " syntax");
+  return words;
+}
+
 bool Launch::run_here(const std::vector<std::string>& argv, const std::string& cwd, ProcessResult* result, bool print) {
   std::vector<std::string> env = env_list();
   ProcessOptions options;
@@ -218,14 +241,18 @@ bool Launch::run_plan(const std::vector<Task>& tasks) {
     std::lock_guard lock(m_mutex);
     m_printed.resize(tasks.size() + 1);
   }
-  // after[j]: the tasks j waits for.
+  // after[j]: the tasks j waits for. A file's maker is the first task to name it (plans name a
+  // file first where they write it); the tasks that name it later wait for that one only, so
+  // two archs' cicc, which both read the module ID file cudafe++ wrote, run at once.
+  std::map<std::string, std::size_t> maker;
   std::vector<std::vector<std::size_t>> after(tasks.size());
   for (std::size_t j = 0; j < tasks.size(); ++j) {
+    for (const std::string& f : tasks[j].files) {
+      auto [it, first] = maker.emplace(f, j);
+      if (!first && it->second != j) after[j].push_back(it->second);
+    }
     for (std::size_t i = 0; i < j; ++i) {
-      bool shared = std::any_of(tasks[j].files.begin(), tasks[j].files.end(), [&](const std::string& f) {
-        return std::find(tasks[i].files.begin(), tasks[i].files.end(), f) != tasks[i].files.end();
-      });
-      if (shared || tasks[i].barrier || tasks[j].barrier) after[j].push_back(i);
+      if (tasks[i].barrier || tasks[j].barrier) after[j].push_back(i);
     }
   }
   enum class State { waiting, running, done };
@@ -234,7 +261,8 @@ bool Launch::run_plan(const std::vector<Task>& tasks) {
   std::condition_variable changed;
   bool failed = false;
   std::size_t running = 0;
-  const std::size_t parallel = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 2, 8);
+  // At least 4: a device step mostly waits for the daemon.
+  const std::size_t parallel = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 4, 16);
   std::vector<std::thread> threads;
   std::unique_lock lock(mutex);
   for (;;) {
@@ -318,6 +346,7 @@ bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, co
     return f == files.end() ? std::string() : f->second;
   };
   auto run_locally = [&] {
+    m_device_missed = true;
     m_stats.add(tool_name + ".local");
     if (!local.empty()) return run_here(local);
     fs::path folder = work() + "step-" + std::to_string(++m_local_steps);
@@ -355,6 +384,7 @@ bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, co
   Printed& p = printed();
   p.out += answer->stdout_text();
   p.err += answer->stderr_text();
+  if (answer->outcome() == v1::OUTCOME_MISS) m_device_missed = true;
   m_stats.add(tool_name + (answer->outcome() == v1::OUTCOME_MISS ? ".miss" : ".hit"));
   return true;
 }
@@ -382,8 +412,25 @@ Expected<Digest> Launch::host_compiler_identity(const std::string& program, cons
   });
 }
 
-bool Launch::host_object(const HostCompile& host) {
-  auto compile_here = [&](ProcessResult* result = nullptr) { return run_here(host.compile, {}, result); };
+bool Launch::host_object(HostCompile& host) {
+  // The compile, started early (a device step missed) or when the look-up found nothing.
+  std::optional<std::thread> early;
+  bool early_ok = false;
+  ProcessResult compiled;
+  if (m_device_missed) early.emplace([&] { early_ok = run_here(host.compile, {}, &compiled, false); });
+  auto compile_here = [&]() {
+    if (!early) early_ok = run_here(host.compile, {}, &compiled, false);
+    if (early) early->join(), early.reset();
+    if (early_ok) {
+      Printed& p = printed();
+      p.out += compiled.output, p.err += compiled.error_output;
+    }
+    return early_ok;
+  };
+  if (host.prepare && !host.prepare(host)) {
+    if (early) early->join();
+    return false;
+  }
   if (!host.identity) {
     m_stats.add("host.local");
     return compile_here();
@@ -400,6 +447,7 @@ bool Launch::host_object(const HostCompile& host) {
   request.add_outputs(std::string(k_step_object));
   auto found = ask_daemon(request, StepTool::host);
   if (found && found->exit_code() == 0 && found->outputs_size() == 1) {
+    if (early) early->join(), early.reset();  // its object is replaced by the one found
     if (!write_file(host.object, found->outputs(0).content())) return false;
     Printed& p = printed();
     p.out += found->stdout_text();
@@ -407,8 +455,7 @@ bool Launch::host_object(const HostCompile& host) {
     m_stats.add("host.hit");
     return true;
   }
-  ProcessResult compiled;
-  if (!compile_here(&compiled)) return false;
+  if (!compile_here()) return false;
   if (!found) {
     m_stats.add("host.local");
     return true;

@@ -84,14 +84,19 @@ class Launch {
   // A host object: looked up by `key_args` and the digests of what the compile reads (`inputs`:
   // name and bytes' digest), else compiled here by `compile` (which writes `object`) and offered
   // to the daemon, which keeps it behind the host wall. `identity` names the host compiler.
+  // `prepare`, when set, fills in the key first (the preprocessing that names the input).
   struct HostCompile {
     Expected<Digest> identity = Digest{};
     std::vector<std::string> key_args;
     std::vector<std::pair<std::string, Digest>> inputs;
     std::vector<std::string> compile;
     std::string object;
+    std::function<bool(HostCompile&)> prepare;
   };
-  bool host_object(const HostCompile& host);
+  // When a device step of this compile missed, the object is almost surely new (it embeds the
+  // device image): the compile then starts at once, beside `prepare` and the look-up, and a hit
+  // found meanwhile still wins.
+  bool host_object(HostCompile& host);
 
   // The host compiler driver's identity: its program, the compiler proper it names for `proper`
   // (cc1plus; empty: none) and its version text, kept by the driver's file identity.
@@ -114,8 +119,8 @@ class Launch {
     std::vector<std::string> files;
     bool barrier = false;
   };
-  // Runs the tasks, each once every earlier task naming one of its files (or a barrier) has
-  // finished, several at a time: each arch's chain of steps, and the preprocessors, overlap as
+  // Runs the tasks, each once the task that first named each of its files (its maker), and every
+  // earlier barrier, has finished, several at a time: each arch's chain of steps, and the preprocessors, overlap as
   // the plan's order allows. What each prints is kept in plan order. False at the first failure
   // (the tasks already running finish first).
   bool run_plan(const std::vector<Task>& tasks);
@@ -130,6 +135,14 @@ class Launch {
   }
 
   std::vector<std::string> env_list() const;
+
+  // The compiler's own plan: `argv` run with its temporaries in the work folder (TMPDIR), its
+  // output kept apart from its diagnostics.
+  Expected<ProcessResult> dry_run(const std::vector<std::string>& argv);
+
+  // The words of an options or response file, as sh reads them with its lines joined; the
+  // reason (naming `what`) when it cannot be read so.
+  static Expected<std::vector<std::string>> options_file_words(const std::string& path, const std::string& what);
 
   const std::string m_compiler;
   std::vector<std::string> m_args;
@@ -152,6 +165,7 @@ class Launch {
   std::vector<Printed> m_printed = std::vector<Printed>(1);
   std::optional<kcache::Client> m_client;
   std::atomic<bool> m_daemon_down = false;
+  std::atomic<bool> m_device_missed = false;  // a device step of this compile missed or ran here
   std::atomic<int> m_local_steps = 0;  // step folders made for steps run here
 };
 

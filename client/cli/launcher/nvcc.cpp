@@ -5,8 +5,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "launcher/launcher.hpp"
 #include "launcher/launch.hpp"
@@ -121,14 +119,8 @@ class NvccLaunch : public Launch {
         out.push_back(a);
         continue;
       }
-      std::ifstream in(file);
-      if (!in) return "options file unreadable";
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      for (char& c : text) {
-        if (c == '\n' || c == '\r') c = ' ';
-      }
-      auto words = shell_words(text, {});
-      if (!words) return "options file syntax";
+      auto words = options_file_words(file, "options file");
+      if (!words) return words.error().message;
       out.insert(out.end(), words->begin(), words->end());
     }
     m_args = std::move(out);
@@ -139,13 +131,7 @@ class NvccLaunch : public Launch {
   std::optional<std::string> plan() {
     std::vector<std::string> dry = {m_compiler, "--dryrun"};
     dry.insert(dry.end(), m_args.begin(), m_args.end());
-    m_env["TMPDIR"] = work().substr(0, work().size() - 1);
-    std::vector<std::string> env = env_list();
-    ProcessOptions options;
-    options.output = ProcessOptions::Output::separate;
-    options.env = &env;
-    options.search_path = true;
-    auto ran = run_process(dry, options);
+    auto ran = dry_run(dry);
     if (!ran || ran->exit_code != 0) return "nvcc --dryrun failed";
     std::map<std::string, std::string> vars = m_env;
     auto steps = parse_plan(ran->error_output, vars);
@@ -277,11 +263,16 @@ class NvccLaunch : public Launch {
       m_stats.add("host.local");
       return run_here(host.compile);
     }
-    ProcessResult preprocessed;
-    if (!run_here(preprocess, {}, &preprocessed, false)) return false;  // its warnings: the compile's
-    std::string text = read_file(prefix + "kcache-host.ii");
-    for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) text.erase(at, prefix.size());
-    host.inputs.emplace_back("host.ii", sha256(text));
+    host.prepare = [this, preprocess, prefix](HostCompile& h) {
+      ProcessResult preprocessed;
+      if (!run_here(preprocess, {}, &preprocessed, false)) return false;  // its warnings: the compile's
+      std::string text = read_file(prefix + "kcache-host.ii");
+      for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) {
+        text.erase(at, prefix.size());
+      }
+      h.inputs.emplace_back("host.ii", sha256(text));
+      return true;
+    };
     host.identity = host_compiler_identity(argv.front(), "cc1plus");
     return host_object(host);
   }
