@@ -9,10 +9,13 @@ For each source and compiler, each round:
           still run here).
 Sources: tests/data/launcher/src/softmax.cu (a kernel of the project's fixture, templates and a
 shared header) and bench/corpus/launcher/thrust_sort.cu (Thrust's sort and CUB's reduce, code of
-the toolkit's own), each for sm_80 and sm_90. The median of the rounds and the ratios to plain.
-Writes bench/results/launcher.{md,csv}.
+the toolkit's own), each for sm_80 and sm_90. Then the whole project of tests/data/launcher (12
+files, CMake, `ninja -j2`) built with nvcc through CMAKE_CUDA_COMPILER_LAUNCHER=kcache, cold and
+warm after `ninja clean`, beside the same build without it. The median of the rounds and the
+ratios to plain. Writes bench/results/launcher.{md,csv}.
 
 Usage: bench/launcher.py [build-dir]   ROUNDS=5 by default; KCACHE_BENCH_OUT for the folder;
+       KCACHE_BENCH_PARTS="files project" (both by default);
        KCACHE_BENCH_NOTE for a sentence about the machine (what else ran).
 """
 import os
@@ -37,6 +40,8 @@ KCACHE = BUILD / "client" / "kcache"
 NVCC = CUDA / "bin" / "nvcc"
 CLANG = shutil.which("clang++-22")
 INCLUDE = ROOT / "tests" / "data" / "launcher" / "include"
+PARTS = os.environ.get("KCACHE_BENCH_PARTS", "files project").split()
+PROJECT = ROOT / "tests" / "data" / "launcher"
 SOURCES = [ROOT / "tests" / "data" / "launcher" / "src" / "softmax.cu",
            ROOT / "bench" / "corpus" / "launcher" / "thrust_sort.cu"]
 
@@ -95,6 +100,39 @@ def commands(source, out):
     return runs
 
 
+def project_rounds(work, env, rows):
+    """The fixture project: cold through the launcher, plain, warm after ninja clean."""
+    builds = {}
+    for name, launcher in (("kcache", [f"-DCMAKE_CUDA_COMPILER_LAUNCHER={KCACHE}"]), ("plain", [])):
+        builds[name] = work / f"build-{name}"
+        subprocess.run(["cmake", "-S", str(PROJECT), "-B", str(builds[name]), "-G", "Ninja",
+                        f"-DCMAKE_CUDA_COMPILER={NVCC}"] + launcher, check=True, capture_output=True, env=env)
+
+    def build(name):
+        timed(["ninja", "-C", str(builds[name]), "-t", "clean"], env, work)
+        return timed(["ninja", "-C", str(builds[name]), "-j2"], env, work)
+
+    times = {"cold": [], "plain": [], "warm": []}
+    for r in range(ROUNDS + 1):
+        daemon = Daemon(work)
+        env["KCACHE_SERVER"] = f"127.0.0.1:{daemon.port}"
+        cold, plain, warm = build("kcache"), build("plain"), build("kcache")
+        daemon.stop()
+        if r == 0:
+            continue
+        for k, v in (("cold", cold), ("plain", plain), ("warm", warm)):
+            times[k].append(v)
+        print(f"project round {r}: cold {cold:.2f} s, plain {plain:.2f} s, warm {warm:.2f} s", file=sys.stderr)
+    add_row(rows, "tests/data/launcher (12 files, ninja -j2)", "nvcc", times)
+
+
+def add_row(rows, source, compiler, times):
+    med = {k: statistics.median(v) for k, v in times.items()}
+    pairs = sorted(c / p for c, p in zip(times["cold"], times["plain"]))
+    rows.append((source, compiler, med["plain"], med["cold"], med["warm"], statistics.median(pairs),
+                 med["warm"] / med["plain"]))
+
+
 def main():
     for tool in (KCACHED, KCACHE, NVCC):
         if not tool.exists():
@@ -103,7 +141,7 @@ def main():
     env = dict(os.environ, KCACHE_STATE_DIR=str(work / "state"))
     rows = []
     try:
-        for source in SOURCES:
+        for source in SOURCES if "files" in PARTS else []:
             for compiler, argv in commands(source, str(work / "out.o")):
                 times = {"cold": [], "plain": [], "warm": []}
                 for r in range(ROUNDS + 1):  # the first round warms the page cache and the tool digests
@@ -120,10 +158,9 @@ def main():
                     times["warm"].append(warm)
                     print(f"{source.name} {compiler} round {r}: cold {cold:.2f} s, plain {plain:.2f} s, "
                           f"warm {warm:.2f} s", file=sys.stderr)
-                med = {k: statistics.median(v) for k, v in times.items()}
-                pairs = sorted(c / p for c, p in zip(times["cold"], times["plain"]))
-                rows.append((source.name, compiler, med["plain"], med["cold"], med["warm"],
-                             statistics.median(pairs), med["warm"] / med["plain"]))
+                add_row(rows, source.name, compiler, times)
+        if "project" in PARTS:
+            project_rounds(work, env, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -133,7 +170,8 @@ def main():
             f.write(",".join([row[0], row[1]] + [f"{x:.3f}" for x in row[2:]]) + "\n")
     note = os.environ.get("KCACHE_BENCH_NOTE", "")
     lines = [f"## The compiler launcher (bench/launcher.py, {time.strftime('%Y-%m-%d')})", "",
-             f"One `-c` compile for sm_80 and sm_90 at -O3, whole-process wall time, median of {ROUNDS} rounds; "
+             f"One `-c` compile for sm_80 and sm_90 at -O3, and the whole fixture project, whole-process wall "
+             f"time, median of {ROUNDS} rounds; "
              "cold: every step a miss on a fresh kcached on this machine; warm: every step a hit; the ratio of "
              "cold to plain is the median of the pairs run one after the other." + (f" {note}" if note else ""), "",
              "| source | compiler | plain | launcher, cold | launcher, warm | cold / plain | warm / plain |",
