@@ -68,12 +68,13 @@ case "${1:-}" in
         # llvm-readobj, llvm-objdump and llvm-nm on every AMD corpus module; the daemon's side of
         # it is Amd.MatchesTheReferenceToolchainRunAsProcesses's, which stays.
         Amd.EveryModuleBecomesCodeObjectsThatLlvmReadsAndDisassembles
-        # 96 nvcc compiles of the launcher's CMake project on two daemons and Redis; the daemon's
-        # build steps stay under ASan through Launcher.ACmakeBuild* (hits, misses, host objects,
-        # the daemon down) and Launcher.OddCommands*, the remote tier through Fleet.*.
+        # The launcher's CMake and Ninja builds of its 12-file project: about 300 nvcc and clang
+        # compiles through the same daemon code (steps looked up, run, stored, coalesced; host
+        # objects offered and checked) that Launcher.Odd*Commands* (misses, hits, host objects,
+        # failed steps, uncacheable reports, for nvcc and clang), BadInput.EachBadBuildStep* and
+        # Steps.* keep under ASan; the remote tier stays there through Fleet.*.
+        Launcher.ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleObject
         Launcher.ASecondMachineOfTheFleetRunsNoCompilerStep
-        # 96 clang compiles on two daemons and Redis: the daemon runs clang steps through the
-        # same step code as cicc's, which Launcher.ACmakeBuild* keeps under ASan.
         Launcher.AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet
       )
       echo "skipped under the sanitizers (deploy/dev.sh says why): ${skip[*]}"
