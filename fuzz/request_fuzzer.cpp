@@ -1,5 +1,6 @@
-// libFuzzer target: the request decoder and validation, everything a Compile, Fetch or Lookup
-// goes through before any compile: protobuf decoding, the job spec (format inference,
+// libFuzzer target: the request decoder and validation, everything a Compile, Fetch, Lookup or
+// Step goes through before any compile (for Step: the allow-lists, and the scan of preprocessed
+// input for text that would read a file): protobuf decoding, the job spec (format inference,
 // canonicalisation, a CUDA C++ job's NVRTC options and include scan), image planning, the key,
 // key parsing and image selection. Any input must
 // end in a value or a clean Error, never a crash, a sanitizer report or an exception.
@@ -10,6 +11,7 @@
 #include "kcache/includes.hpp"
 #include "kcache/key.hpp"
 #include "kcache/select.hpp"
+#include "kcache/step.hpp"
 #include "wire/wire.hpp"
 
 namespace {
@@ -62,11 +64,23 @@ void fetch_request(std::string_view bytes) {
   if (side && kind) (void)kcache::select_for_side(*side, stored, request.arch(), *kind);
 }
 
+void step_request(std::string_view bytes) {
+  // The bytes as a step's input, whatever they are.
+  (void)kcache::check_step_input(kcache::StepTool::cicc, "f0.ii", bytes);
+  (void)kcache::check_step_input(kcache::StepTool::clang, "f0.cui", bytes);
+  kcache::v1::StepRequest request;
+  if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return;
+  auto ask = kcache::wire::step_ask(request);
+  if (!ask) return;
+  (void)kcache::compute_step_key(ask->spec, ask->input_digests);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   compile_request(bytes);
   fetch_request(bytes);
+  step_request(bytes);
   return 0;
 }

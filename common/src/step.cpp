@@ -143,7 +143,7 @@ constexpr std::string_view k_clang_valued_flags[] = {
 // crash reports, offload images) or that name paths in what they write.
 constexpr std::string_view k_clang_refused_flag_words[] = {
     "plugin", "module", "profile", "coverage", "crash", "sanitize", "xray", "embed", "debug",
-    "include", "gpubinary", "save", "record", "trace", "dump", "pch", "pgo",
+    "include", "gpubinary", "save", "record", "trace", "dump", "pch", "pgo", "trigraph",
 };
 
 // A -f flag clang may run with on the daemon: a boolean (-fexceptions, -fno-autolink) or a
@@ -351,6 +351,83 @@ std::vector<std::string> clang_identity_files(const std::string& clang) {
   }
   out.insert(out.end(), libraries.begin(), libraries.end());
   return out;
+}
+
+namespace {
+
+// Words of a pragma that make the compiler read or name a file (GCC dependency, clang module,
+// include_alias, embed).
+bool pragma_names_file(std::string_view text) {
+  for (std::string_view word : {"dependency", "include", "module", "embed", "import"}) {
+    if (text.find(word) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+Error unsafe_input(std::string_view name, std::size_t line, std::string_view why) {
+  return make_error(ErrorCode::k_invalid_argument, "input '" + std::string(name.substr(0, 128)) + "', line " +
+                                                       std::to_string(line) + ": " + std::string(why) +
+                                                       "; a step's input is preprocessed text, which reads no file");
+}
+
+}  // namespace
+
+Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes) {
+  if (tool != StepTool::cicc && tool != StepTool::clang) return {};
+  // Lines spliced first (a backslash, optional blanks, a newline), as the compilers splice them.
+  std::string text;
+  text.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] == '\\') {
+      std::size_t j = bytes.find_first_not_of(" \t\f\v\r", i + 1);
+      if (j != std::string_view::npos && bytes[j] == '\n') {
+        i = j;
+        continue;
+      }
+    }
+    text += bytes[i];
+  }
+  if (text.find("/*") != std::string::npos) return unsafe_input(name, 0, "it holds a block comment");
+  if (text.find("??=") != std::string::npos || text.find("??/") != std::string::npos) {
+    return unsafe_input(name, 0, "it holds a trigraph");
+  }
+  std::size_t number = 0;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t end = std::min(text.find('\n', pos), text.size());
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if ((line.find("_Pragma") != std::string_view::npos || line.find("__pragma") != std::string_view::npos) &&
+        pragma_names_file(line)) {
+      return unsafe_input(name, number, "a _Pragma names a file");
+    }
+    std::size_t i = line.find_first_not_of(" \t\f\v\r");
+    if (i == std::string_view::npos) continue;
+    std::string_view rest;
+    if (line[i] == '#') {
+      rest = line.substr(i + 1);
+    } else if (line.substr(i, 2) == "%:") {
+      rest = line.substr(i + 2);
+    } else {
+      continue;
+    }
+    std::size_t w = rest.find_first_not_of(" \t\f\v\r");
+    if (w == std::string_view::npos) continue;  // the null directive
+    rest = rest.substr(w);
+    std::size_t word_end = 0;
+    while (word_end < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[word_end])) || rest[word_end] == '_')) {
+      ++word_end;
+    }
+    std::string_view word = rest.substr(0, word_end);
+    bool marker = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    if (marker || word == "line") continue;
+    if (word == "pragma") {
+      if (pragma_names_file(rest)) return unsafe_input(name, number, "a #pragma names a file");
+      continue;
+    }
+    return unsafe_input(name, number, "it holds a #" + std::string(word.substr(0, 32)) + " directive");
+  }
+  return {};
 }
 
 Digest step_tool_identity(StepTool tool, std::span<const Digest> files) {

@@ -367,7 +367,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
 Expected<StepAsk> step_ask(const v1::StepRequest& request) {
   StepAsk ask;
   auto tool = from_proto(request.tool());
-  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, ptxas or host");
+  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas or host");
   ask.spec.tool = *tool;
   auto identity = digest_from_hex(request.tool_digest());
   if (!identity) {
@@ -393,6 +393,9 @@ Expected<StepAsk> step_ask(const v1::StepRequest& request) {
     ask.input_digests.push_back(*digest);
   }
   if (auto ok = check_step(ask.spec); !ok) return ok.error();
+  for (std::size_t i = 0; i < ask.inputs.size(); ++i) {
+    if (auto ok = check_step_input(ask.spec.tool, ask.spec.inputs[i], ask.inputs[i]); !ok) return ok.error();
+  }
   if (request.has_offered()) {
     if (device) return make_error(ErrorCode::k_invalid_argument, "only a host step offers an object");
     ask.offered = request.offered().content();

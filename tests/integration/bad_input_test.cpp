@@ -276,6 +276,11 @@ TEST_F(BadInput, EachBadBuildStepIsRefusedClearly) {
   other_bitcode.set_args(8, "/etc/passwd");
   expect_step_refused(other_bitcode, ErrorCode::k_invalid_argument, "is not libdevice");
   expect_step_refused(clang(), ErrorCode::k_failed_precondition, "the client runs the step itself");
+  // Preprocessed text that would make cicc read a file of the daemon's host (cicc, like clang,
+  // obeys #include in its .ii input): refused before anything runs.
+  v1::StepRequest reads_a_file = clang();
+  reads_a_file.mutable_inputs(0)->set_content("# 1 \"k.cu\"\n#include \"/etc/hostname\"\n");
+  expect_step_refused(reads_a_file, ErrorCode::k_invalid_argument, "line 2: it holds a #include directive");
   v1::StepRequest path_name = ptxas();
   path_name.mutable_inputs(0)->set_name("../f0.ptx");
   expect_step_refused(path_name, ErrorCode::k_invalid_argument, "cannot name a step's file");

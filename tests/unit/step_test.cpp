@@ -145,6 +145,54 @@ TEST(Steps, ClangRunsOnlyItsDeviceCompileOfPreprocessedSource) {
   EXPECT_FALSE(check_step(named));
 }
 
+// cicc and clang obey #include and #embed even in preprocessed input: text that could make them
+// read a file of the daemon's host is refused, however it is spelled; what preprocessors write
+// passes.
+TEST(Steps, APreprocessedInputThatWouldReadAFileIsRefused) {
+  const std::string preprocessed =
+      "# 1 \"saxpy.cu\"\n# 1 \"<built-in>\" 1\n# 12 \"/usr/include/stdio.h\" 3 4\n#line 40 \"k.cu\"\n"
+      "#pragma GCC diagnostic push\n#pragma unroll 4\n  #  pragma nv_diag_suppress 20012\n#\n"
+      "const char* url = \"http://x\"; // a # and an #include in a comment\n"
+      "__attribute__((global)) void k(float* x) { x[0] = 1; }\n";
+  for (StepTool tool : {StepTool::cicc, StepTool::clang}) {
+    EXPECT_TRUE(check_step_input(tool, "f0.ii", preprocessed)) << check_step_input(tool, "f0.ii", preprocessed).error().message;
+  }
+  struct Case {
+    const char* what;
+    std::string text;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {"#include", "#include \"/etc/shadow\"\n", "#include directive"},
+      {"indented", "int x;\n   #   include </etc/shadow>\n", "line 2: it holds a #include directive"},
+      {"a digraph", "%:include \"/etc/shadow\"\n", "#include directive"},
+      {"a splice", "#\\\ninclude \"/etc/shadow\"\n", "#include directive"},
+      {"a splice with blanks", "# \\  \r\ninclude \"/etc/shadow\"\n", "#include directive"},
+      {"a comment before it", "/**/ #include \"/etc/shadow\"\n", "block comment"},
+      {"#embed", "const char k[] = {\n#embed \"/etc/shadow\"\n};\n", "#embed directive"},
+      {"#include_next", "#include_next <x.h>\n", "#include_next directive"},
+      {"#import", "#import \"x\"\n", "#import directive"},
+      {"__has_include", "#if __has_include(\"/etc/shadow\")\n#endif\n", "#if directive"},
+      {"#define", "#define X 1\n", "#define directive"},
+      {"a dependency pragma", "#pragma GCC dependency \"/etc/shadow\"\n", "#pragma names a file"},
+      {"a _Pragma", "_Pragma(\"GCC dependency \\\"/etc/shadow\\\"\") int x;\n", "_Pragma names a file"},
+      {"a module pragma", "#pragma clang module import x\n", "#pragma names a file"},
+      {"a trigraph", "??=include \"/etc/shadow\"\n", "trigraph"},
+  };
+  for (const Case& c : cases) {
+    for (StepTool tool : {StepTool::cicc, StepTool::clang}) {
+      auto checked = check_step_input(tool, "f0.ii", c.text);
+      ASSERT_FALSE(checked) << c.what;
+      EXPECT_EQ(checked.error().code, ErrorCode::k_invalid_argument);
+      EXPECT_NE(checked.error().message.find(c.expect), std::string::npos) << c.what << ": " << checked.error().message;
+    }
+  }
+  EXPECT_TRUE(check_step_input(StepTool::ptxas, "f0.ptx", "#include \"x\"\n")) << "ptxas reads no file from PTX";
+  StepSpec trigraphs = clang_step();
+  trigraphs.args.push_back("-ftrigraphs");
+  EXPECT_FALSE(check_step(trigraphs));
+}
+
 TEST(Steps, EveryPartOfAStepIsInItsKey) {
   Digest a = sha256("a"), b = sha256("b");
   StepSpec base = cicc_step();

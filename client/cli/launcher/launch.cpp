@@ -372,6 +372,8 @@ bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, co
     v1::StepFile* f = request.add_inputs();
     f->set_name(name);
     f->set_content(read_file(path_of(name)));
+    // Text the daemon would refuse to compile (kcache/step.hpp) is compiled here instead.
+    if (!check_step_input(tool, name, f->content())) return run_locally();
   }
   for (const std::string& name : spec.outputs) request.add_outputs(name);
   auto answer = ask_daemon(request, tool);

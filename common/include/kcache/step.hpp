@@ -79,6 +79,14 @@ bool is_step_file_name(std::string_view name);
 // launcher runs such a step itself).
 Expected<void> check_step(const StepSpec& spec);
 
+// Checks an input's bytes before a step runs on them: cicc and clang read theirs as preprocessed
+// C++, yet both still obey #include, #embed and the like in it, which would read any file of the
+// daemon's host (into diagnostics or the output). Such text, as a preprocessor writes it, has no
+// directive but line markers (`# 12 "a.h"`, #line) and #pragma; anything else is refused, and so
+// are block comments (which could hide where a line starts), trigraphs and pragmas that name
+// files. INVALID_ARGUMENT naming the input and the line; other tools' inputs pass.
+Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes);
+
 // A tool's identity (StepSpec::tool_digest) from the SHA-256s of the files it is made of, in
 // order: cicc's program, then libdevice.10.bc; clang's files (clang_identity_files), then
 // libdevice.10.bc; ptxas's program; the host compiler's driver and compiler proper. The launcher and the daemon each hash their own files.
