@@ -16,6 +16,7 @@ packages=(
   libhiredis-dev redis-server gnuplot-nox libxxhash-dev
   libnghttp2-dev  # HPACK decoding: the gRPC gate reads each call's method (server/net/grpc_calls.cpp)
   ccache  # the compiler launcher (cmake/BuildSpeed.cmake)
+  chromium  # the status page's test in a real browser (tests/browser)
 )
 
 missing=()
