@@ -1,7 +1,6 @@
 #include "api/status_page.hpp"
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -9,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <string_view>
@@ -45,13 +45,26 @@ std::string escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      case '\0': out += "\xEF\xBF\xBD"; break;  // U+FFFD: HTML has no NUL
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '\0':
+        out += "\xEF\xBF\xBD";
+        break;  // U+FFFD: HTML has no NUL
+      default:
+        out += c;
     }
   }
   return out;
@@ -110,7 +123,8 @@ std::array<std::uint64_t, 4> tier_answers(const v1::Stats& stats) {
   std::array<std::uint64_t, 4> out{};
   for (const v1::TierLatency& t : stats.tier_seconds()) {
     auto at = std::find(k_names.begin(), k_names.end(), t.tier());
-    if (at != k_names.end() && !t.buckets().empty()) out[at - k_names.begin()] = t.buckets(t.buckets_size() - 1).count();
+    if (at != k_names.end() && !t.buckets().empty())
+      out[at - k_names.begin()] = t.buckets(t.buckets_size() - 1).count();
   }
   return out;
 }
@@ -129,12 +143,16 @@ double percentile(const std::vector<double>& sorted, double p) {
 }
 
 // Why the daemon is not plainly healthy; empty when it is.
-std::vector<std::string> health_problems(const v1::Stats& stats, const JobQueue& pool, const remote::RemoteStats* remote) {
+std::vector<std::string> health_problems(const v1::Stats& stats, const JobQueue& pool,
+                                         const remote::RemoteStats* remote) {
   std::vector<std::string> out;
   if (pool.capacity() > 0 && stats.queued_jobs() >= pool.capacity()) out.push_back("the compile queue is full");
-  if (stats.max_bytes() > 0 && stats.bytes() > stats.max_bytes() * 9 / 10) out.push_back("the store is past 90% of its cap");
-  if (remote != nullptr && remote->breaker_open) out.push_back("the remote tier is paused (circuit breaker open)");
-  else if (remote != nullptr && remote->failures_in_row > 0) out.push_back("the remote tier's last call failed");
+  if (stats.max_bytes() > 0 && stats.bytes() > stats.max_bytes() * 9 / 10)
+    out.push_back("the store is past 90% of its cap");
+  if (remote != nullptr && remote->breaker_open)
+    out.push_back("the remote tier is paused (circuit breaker open)");
+  else if (remote != nullptr && remote->failures_in_row > 0)
+    out.push_back("the remote tier's last call failed");
   return out;
 }
 
@@ -180,8 +198,12 @@ json sample_json(const StatusSample& s) {
 }
 
 json kernel_json(const KernelInfo& k) {
-  return {{"name", k.name},         {"registers", k.registers},       {"shared_bytes", k.shared_bytes},
-          {"local_bytes", k.local_bytes}, {"spill_stores", k.spill_stores}, {"spill_loads", k.spill_loads},
+  return {{"name", k.name},
+          {"registers", k.registers},
+          {"shared_bytes", k.shared_bytes},
+          {"local_bytes", k.local_bytes},
+          {"spill_stores", k.spill_stores},
+          {"spill_loads", k.spill_loads},
           {"sgprs", k.sgprs}};
 }
 
@@ -277,12 +299,17 @@ void refuse_page(httplib::Response& res, const Error& e) {
   no_store(res);
   res.set_header("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'");
   res.set_header(std::string(http_api::k_error_header), error_code_name(e.code));
-  res.set_content("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kcached: refused</title></head>"
-                  "<body><h1 id=\"refused\">" + std::to_string(res.status) + ": " + escape(e.message) + "</h1>"
-                  "<p>This page needs a token with the read role: send <code>Authorization: Bearer TOKEN</code>, "
-                  "or set the cookie <code>" + std::string(http_api::k_token_cookie) + "=TOKEN</code> for this "
-                  "address (docs/operations.md, \"The status page\").</p></body></html>\n",
-                  "text/html; charset=utf-8");
+  res.set_content(
+      "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kcached: refused</title></head>"
+      "<body><h1 id=\"refused\">" +
+          std::to_string(res.status) + ": " + escape(e.message) +
+          "</h1>"
+          "<p>This page needs a token with the read role: send <code>Authorization: Bearer TOKEN</code>, "
+          "or set the cookie <code>" +
+          std::string(http_api::k_token_cookie) +
+          "=TOKEN</code> for this "
+          "address (docs/operations.md, \"The status page\").</p></body></html>\n",
+      "text/html; charset=utf-8");
 }
 
 void refuse(httplib::Response& res, const Error& e) {
@@ -305,8 +332,12 @@ std::string entry_link(std::string_view side, std::string_view key) {
 }  // namespace
 
 StatusPage::StatusPage(Cache& cache, const JobQueue& pool, std::function<v1::Stats()> stats)
-    : m_cache(cache), m_pool(pool), m_stats(std::move(stats)), m_started(Clock::now()),
-      m_last(std::make_unique<v1::Stats>(m_stats())), m_last_at(std::chrono::steady_clock::now()) {
+    : m_cache(cache),
+      m_pool(pool),
+      m_stats(std::move(stats)),
+      m_started(Clock::now()),
+      m_last(std::make_unique<v1::Stats>(m_stats())),
+      m_last_at(std::chrono::steady_clock::now()) {
   m_sampler = std::thread([this] { sample_loop(); });
 }
 
@@ -391,7 +422,9 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
               {"queue_capacity", m_pool.capacity()}};
     if (remote) {
       j["remote"] = {{"url", s.remote()},
-                     {"reachable", remote->failures_in_row > 0 ? json(false) : remote->answered > 0 ? json(true) : json(nullptr)},
+                     {"reachable", remote->failures_in_row > 0 ? json(false)
+                                   : remote->answered > 0      ? json(true)
+                                                               : json(nullptr)},
                      {"last_error", remote->last_error},
                      {"circuit_breaker", remote->breaker_open ? "open" : "closed"},
                      {"lease_waits", s.lease_waits()},
@@ -412,46 +445,58 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
       for (const Activity::Kernel& k : c.kernels) {
         kernels.push_back({{"name", k.name}, {"registers", k.registers}, {"spills", k.spills}});
       }
-      compiles.push_back({{"time", unix_seconds(c.when)}, {"key", c.key}, {"side", side_name(c.side)},
-                          {"archs", c.archs}, {"seconds", c.seconds}, {"kernel_count", c.kernel_count},
+      compiles.push_back({{"time", unix_seconds(c.when)},
+                          {"key", c.key},
+                          {"side", side_name(c.side)},
+                          {"archs", c.archs},
+                          {"seconds", c.seconds},
+                          {"kernel_count", c.kernel_count},
                           {"kernels", kernels}});
     }
     j["compiles"] = compiles;
     json errors = json::array();
     for (const Activity::Failure& f : m_cache.activity().failures()) {
-      errors.push_back({{"time", unix_seconds(f.when)}, {"what", f.what}, {"key", f.key}, {"side", f.side},
-                        {"archs", f.archs}, {"code", f.code}, {"message", f.message}});
+      errors.push_back({{"time", unix_seconds(f.when)},
+                        {"what", f.what},
+                        {"key", f.key},
+                        {"side", f.side},
+                        {"archs", f.archs},
+                        {"code", f.code},
+                        {"message", f.message}});
     }
     j["errors"] = errors;
     return j;
   };
 
-  router.Get(std::string(http_api::k_status_path), [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
-    if (!may_wait()) return defer();
-    if (auto ok = allowed(req, "Status"); !ok) return refuse(res, ok.error());
-    send_json(res, status_json(m_stats()));
-  });
+  router.Get(std::string(http_api::k_status_path),
+             [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
+               if (!may_wait()) return defer();
+               if (auto ok = allowed(req, "Status"); !ok) return refuse(res, ok.error());
+               send_json(res, status_json(m_stats()));
+             });
 
-  router.Get(std::string(http_api::k_status_history_path), [this, allowed](const httplib::Request& req, httplib::Response& res) {
-    if (!may_wait()) return defer();
-    if (auto ok = allowed(req, "StatusHistory"); !ok) return refuse(res, ok.error());
-    json samples = json::array();
-    for (const StatusSample& s : history()) samples.push_back(sample_json(s));
-    samples.back()["partial"] = true;
-    send_json(res, {{"interval_seconds", k_interval.count()}, {"samples", samples}});
-  });
+  router.Get(std::string(http_api::k_status_history_path),
+             [this, allowed](const httplib::Request& req, httplib::Response& res) {
+               if (!may_wait()) return defer();
+               if (auto ok = allowed(req, "StatusHistory"); !ok) return refuse(res, ok.error());
+               json samples = json::array();
+               for (const StatusSample& s : history()) samples.push_back(sample_json(s));
+               samples.back()["partial"] = true;
+               send_json(res, {{"interval_seconds", k_interval.count()}, {"samples", samples}});
+             });
 
-  router.Get(std::string(http_api::k_status_entry_path), [this, allowed](const httplib::Request& req, httplib::Response& res) {
-    if (!may_wait()) return defer();
-    if (auto ok = allowed(req, "StatusEntry"); !ok) return refuse(res, ok.error());
-    EntryView view = look_up(m_cache, req.get_param_value("side"), req.get_param_value("key"));
-    if (!view.problem.empty()) {
-      res.status = view.key && view.images.empty() ? 404 : 400;
-      no_store(res);
-      return res.set_content(view.problem + "\n", "text/plain; charset=utf-8");
-    }
-    send_json(res, entry_json(view));
-  });
+  router.Get(std::string(http_api::k_status_entry_path),
+             [this, allowed](const httplib::Request& req, httplib::Response& res) {
+               if (!may_wait()) return defer();
+               if (auto ok = allowed(req, "StatusEntry"); !ok) return refuse(res, ok.error());
+               EntryView view = look_up(m_cache, req.get_param_value("side"), req.get_param_value("key"));
+               if (!view.problem.empty()) {
+                 res.status = view.key && view.images.empty() ? 404 : 400;
+                 no_store(res);
+                 return res.set_content(view.problem + "\n", "text/plain; charset=utf-8");
+               }
+               send_json(res, entry_json(view));
+             });
 
   router.Get("/", [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
     if (!may_wait()) return defer();
@@ -473,7 +518,8 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     auto cell = [](std::string_view name, const std::string& text) {
       return "<td data-stat=\"" + std::string(name) + "\">" + text + "</td>";
     };
-    auto row = [&cell](std::string_view label, std::string_view name, const std::string& text, const std::string& note) {
+    auto row = [&cell](std::string_view label, std::string_view name, const std::string& text,
+                       const std::string& note) {
       return "<tr><th>" + std::string(label) + "</th>" + cell(name, text) + "<td>" + note + "</td></tr>";
     };
     auto listed = counters_of(s);
@@ -490,14 +536,18 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     counters += row("entries", "entries", n_of("entries"), "keys stored, both sides");
     counters += row("images", "images", n_of("images"), "images stored");
     std::string cap = s.max_bytes() == 0 ? std::string("no cap (--max-size)")
-                                         : "of " + escape(human_bytes(s.max_bytes())) + " (--max-size) <meter min=\"0\" max=\"" +
-                                               std::to_string(s.max_bytes()) + "\" value=\"" + std::to_string(s.bytes()) + "\"></meter>";
+                                         : "of " + escape(human_bytes(s.max_bytes())) +
+                                               " (--max-size) <meter min=\"0\" max=\"" + std::to_string(s.max_bytes()) +
+                                               "\" value=\"" + std::to_string(s.bytes()) + "\"></meter>";
     counters += row("bytes", "bytes", n_of("bytes"), escape(human_bytes(s.bytes())) + " " + cap);
     counters += row("hot cache hits", "hot_cache_hits", n_of("hot_cache_hits"), "image reads answered from memory");
     counters += row("evictions", "evictions", n_of("evictions"), "entries evicted, least recently used first");
-    counters += row("workers busy", "running_jobs", n_of("running_jobs"), "of " + std::to_string(m_pool.workers()) + " (--workers)");
-    counters += row("queued", "queued_jobs", n_of("queued_jobs"), "of " + std::to_string(m_pool.capacity()) + " (--queue-depth)");
-    counters += row("worker crashes", "worker_crashes", n_of("worker_crashes"), "workers that crashed, overran or were killed");
+    counters += row("workers busy", "running_jobs", n_of("running_jobs"),
+                    "of " + std::to_string(m_pool.workers()) + " (--workers)");
+    counters += row("queued", "queued_jobs", n_of("queued_jobs"),
+                    "of " + std::to_string(m_pool.capacity()) + " (--queue-depth)");
+    counters +=
+        row("worker crashes", "worker_crashes", n_of("worker_crashes"), "workers that crashed, overran or were killed");
     values["counters"] = counters;
 
     // The remote tier.
@@ -507,21 +557,24 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     } else {
       const json& r = status["remote"];
       std::string reachable = r["reachable"].is_null() ? "not asked yet" : r["reachable"].get<bool>() ? "yes" : "no";
-      if (!r["last_error"].get<std::string>().empty()) reachable += " (last error: " + r["last_error"].get<std::string>() + ")";
+      if (!r["last_error"].get<std::string>().empty())
+        reachable += " (last error: " + r["last_error"].get<std::string>() + ")";
       auto rrow = [](std::string_view label, std::string_view name, const std::string& text) {
-        return "<tr><th>" + std::string(label) + "</th><td data-remote=\"" + std::string(name) + "\">" + escape(text) + "</td></tr>";
+        return "<tr><th>" + std::string(label) + "</th><td data-remote=\"" + std::string(name) + "\">" + escape(text) +
+               "</td></tr>";
       };
-      remote = "<table>" + rrow("Redis", "url", r["url"].get<std::string>()) + rrow("reachable", "reachable", reachable) +
-               rrow("circuit breaker", "circuit_breaker", r["circuit_breaker"].get<std::string>()) +
-               rrow("lease waits", "lease_waits", std::to_string(s.lease_waits())) +
-               rrow("lease takeovers", "lease_takeovers", std::to_string(s.lease_takeovers())) +
-               rrow("write queue", "write_queue_depth",
-                    std::to_string(s.remote_write_queue_depth()) + " (" + human_bytes(s.remote_write_queue_bytes()) + ")") +
-               rrow("writes dropped", "write_drops", std::to_string(s.remote_write_drops())) +
-               rrow("hits / misses / errors", "hits",
-                    std::to_string(s.remote_hits()) + " / " + std::to_string(s.remote_misses()) + " / " +
-                        std::to_string(s.remote_errors())) +
-               rrow("entries refused", "rejected", std::to_string(s.remote_rejected())) + "</table>";
+      remote =
+          "<table>" + rrow("Redis", "url", r["url"].get<std::string>()) + rrow("reachable", "reachable", reachable) +
+          rrow("circuit breaker", "circuit_breaker", r["circuit_breaker"].get<std::string>()) +
+          rrow("lease waits", "lease_waits", std::to_string(s.lease_waits())) +
+          rrow("lease takeovers", "lease_takeovers", std::to_string(s.lease_takeovers())) +
+          rrow("write queue", "write_queue_depth",
+               std::to_string(s.remote_write_queue_depth()) + " (" + human_bytes(s.remote_write_queue_bytes()) + ")") +
+          rrow("writes dropped", "write_drops", std::to_string(s.remote_write_drops())) +
+          rrow("hits / misses / errors", "hits",
+               std::to_string(s.remote_hits()) + " / " + std::to_string(s.remote_misses()) + " / " +
+                   std::to_string(s.remote_errors())) +
+          rrow("entries refused", "rejected", std::to_string(s.remote_rejected())) + "</table>";
     }
     values["remote"] = remote;
 
@@ -536,7 +589,8 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
         registers = std::max(registers, k.registers);
         spills += k.spills;
       }
-      if (c.kernel_count > c.kernels.size()) kernels += "<li>and " + std::to_string(c.kernel_count - c.kernels.size()) + " more</li>";
+      if (c.kernel_count > c.kernels.size())
+        kernels += "<li>and " + std::to_string(c.kernel_count - c.kernels.size()) + " more</li>";
       compiles += "<tr><td>" + escape(utc_time(c.when)) + "</td><td><a class=\"key\" href=\"" +
                   entry_link(side_name(c.side), c.key) + "\"><code>" + escape(c.key) + "</code></a></td><td>" +
                   escape(side_name(c.side)) + "</td><td>" + escape(join(c.archs)) + "</td><td><ul>" + kernels +
@@ -546,9 +600,9 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     values["compiles"] = compiles.empty() ? "<tr><td colspan=\"8\">none since start</td></tr>" : compiles;
     std::string errors;
     for (const Activity::Failure& f : m_cache.activity().failures()) {
-      std::string key = f.key == "-" || f.side.empty()
-                            ? "<code>" + escape(f.key) + "</code>"
-                            : "<a class=\"key\" href=\"" + entry_link(f.side, f.key) + "\"><code>" + escape(f.key) + "</code></a>";
+      std::string key = f.key == "-" || f.side.empty() ? "<code>" + escape(f.key) + "</code>"
+                                                       : "<a class=\"key\" href=\"" + entry_link(f.side, f.key) +
+                                                             "\"><code>" + escape(f.key) + "</code></a>";
       errors += "<tr><td>" + escape(utc_time(f.when)) + "</td><td>" + escape(f.what) + "</td><td>" + key + "</td><td>" +
                 escape(f.side) + "</td><td>" + escape(join(f.archs)) + "</td><td>" + escape(f.code) +
                 "</td><td><pre class=\"diag\">" + escape(f.message) + "</pre></td></tr>";
@@ -567,8 +621,9 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
       if (!view.problem.empty()) {
         entry = "<p id=\"entry-problem\">" + escape(view.problem) + "</p>";
       } else {
-        entry = "<table id=\"entry\"><tr><th>arch</th><th>kind</th><th>size</th><th>SHA-256</th><th>kernels</th>"
-                "<th>download</th></tr>";
+        entry =
+            "<table id=\"entry\"><tr><th>arch</th><th>kind</th><th>size</th><th>SHA-256</th><th>kernels</th>"
+            "<th>download</th></tr>";
         for (const ImageMeta& m : view.images) {
           std::string kernels;
           for (const KernelInfo& k : m.kernels) {
@@ -580,9 +635,10 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
           }
           std::string file = view.key->hex().substr(0, 16) + "." + m.arch + "." + std::string(kind_name(m.kind));
           entry += "<tr><td>" + escape(m.arch) + "</td><td>" + escape(kind_name(m.kind)) + "</td><td class=\"n\">" +
-                   std::to_string(m.size) + "</td><td><code class=\"sha\">" + to_hex(m.sha256) + "</code></td><td><ul>" +
-                   kernels + "</ul></td><td><a class=\"download\" href=\"" + escape(download_path(view.side, *view.key, m)) +
-                   "\" download=\"" + escape(file) + "\">download</a></td></tr>";
+                   std::to_string(m.size) + "</td><td><code class=\"sha\">" + to_hex(m.sha256) +
+                   "</code></td><td><ul>" + kernels + "</ul></td><td><a class=\"download\" href=\"" +
+                   escape(download_path(view.side, *view.key, m)) + "\" download=\"" + escape(file) +
+                   "\">download</a></td></tr>";
         }
         entry += "</table>";
       }
@@ -590,7 +646,8 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     values["entry"] = entry;
 
     no_store(res);
-    res.set_header("Content-Security-Policy", "default-src 'none'; script-src 'nonce-" + n + "'; style-src 'nonce-" + n +
+    res.set_header("Content-Security-Policy", "default-src 'none'; script-src 'nonce-" + n + "'; style-src 'nonce-" +
+                                                  n +
                                                   "'; connect-src 'self'; img-src 'self'; form-action 'self'; "
                                                   "frame-ancestors 'none'; base-uri 'none'");
     res.set_content(fill(page_template(), values), "text/html; charset=utf-8");

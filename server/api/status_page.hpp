@@ -81,7 +81,7 @@ class StatusPage {
   std::condition_variable m_wake;
   std::array<StatusSample, k_samples> m_ring{};
   std::size_t m_next = 0, m_count = 0;
-  std::unique_ptr<v1::Stats> m_last;  // the counters at the end of the last sample
+  std::unique_ptr<v1::Stats> m_last;                // the counters at the end of the last sample
   std::chrono::steady_clock::time_point m_last_at;  // and when that was
   bool m_stopping = false;
   std::thread m_sampler;

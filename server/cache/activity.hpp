@@ -20,13 +20,13 @@ namespace kcache::server {
 
 class Activity {
  public:
-  static constexpr std::size_t k_max_compiles = 50;     // newest compiles kept
-  static constexpr std::size_t k_max_errors = 50;       // newest errors kept
-  static constexpr std::size_t k_max_kernels = 32;      // kernels kept per compile
-  static constexpr std::size_t k_max_archs = 16;        // archs kept per record
-  static constexpr std::size_t k_max_name_bytes = 256;  // a kernel's or an arch's name
+  static constexpr std::size_t k_max_compiles = 50;         // newest compiles kept
+  static constexpr std::size_t k_max_errors = 50;           // newest errors kept
+  static constexpr std::size_t k_max_kernels = 32;          // kernels kept per compile
+  static constexpr std::size_t k_max_archs = 16;            // archs kept per record
+  static constexpr std::size_t k_max_name_bytes = 256;      // a kernel's or an arch's name
   static constexpr std::size_t k_max_message_bytes = 4096;  // an error's message
-  static constexpr std::size_t k_max_durations = 4096;  // compile times sampled per interval
+  static constexpr std::size_t k_max_durations = 4096;      // compile times sampled per interval
 
   // One kernel of a compile: the most registers and spilled bytes' instructions (stores and
   // loads) over the compile's images.

@@ -1,6 +1,8 @@
 // What the status page keeps of what clients sent (server/cache/activity.hpp) stays within its
 // bounds however much they send, and a browser's token cookie is read as a bearer token
 // (api/http_api.hpp: http_authorization).
+#include "cache/activity.hpp"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "api/http_api.hpp"
-#include "cache/activity.hpp"
 
 namespace kcache::server {
 namespace {
