@@ -399,9 +399,13 @@ std::vector<StatusSample> StatusPage::history() const {
 
 void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& metrics) {
   // Each route renders on a pool thread (the snapshot takes the store's and the service's locks,
-  // and an entry is read from RocksDB), after the token check.
-  auto allowed = [&auth, &metrics](const httplib::Request& req, const char* method) {
+  // and an entry is read from RocksDB), after the token check. A caller without a token is refused
+  // on the event thread, so a flood of them holds no pool thread. `deferred`: the request goes on
+  // to a pool thread, where it is checked again and counted.
+  auto allowed = [&auth, &metrics](const httplib::Request& req, const char* method, bool& deferred) {
     auto ok = auth.check(http_authorization(req), req.remote_addr, Role::read, method);
+    deferred = ok && !may_wait();
+    if (deferred) return defer(), ok;
     metrics.count_request("kcache.http", method, ok ? 0 : wire::to_status(ok.error()).error_code());
     return ok;
   };
@@ -470,15 +474,19 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
 
   router.Get(std::string(http_api::k_status_path),
              [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
-               if (!may_wait()) return defer();
-               if (auto ok = allowed(req, "Status"); !ok) return refuse(res, ok.error());
+               bool deferred = false;
+               auto ok = allowed(req, "Status", deferred);
+               if (deferred) return;
+               if (!ok) return refuse(res, ok.error());
                send_json(res, status_json(m_stats()));
              });
 
   router.Get(std::string(http_api::k_status_history_path),
              [this, allowed](const httplib::Request& req, httplib::Response& res) {
-               if (!may_wait()) return defer();
-               if (auto ok = allowed(req, "StatusHistory"); !ok) return refuse(res, ok.error());
+               bool deferred = false;
+               auto ok = allowed(req, "StatusHistory", deferred);
+               if (deferred) return;
+               if (!ok) return refuse(res, ok.error());
                json samples = json::array();
                for (const StatusSample& s : history()) samples.push_back(sample_json(s));
                samples.back()["partial"] = true;
@@ -487,8 +495,10 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
 
   router.Get(std::string(http_api::k_status_entry_path),
              [this, allowed](const httplib::Request& req, httplib::Response& res) {
-               if (!may_wait()) return defer();
-               if (auto ok = allowed(req, "StatusEntry"); !ok) return refuse(res, ok.error());
+               bool deferred = false;
+               auto ok = allowed(req, "StatusEntry", deferred);
+               if (deferred) return;
+               if (!ok) return refuse(res, ok.error());
                EntryView view = look_up(m_cache, req.get_param_value("side"), req.get_param_value("key"));
                if (!view.problem.empty()) {
                  res.status = view.key && view.images.empty() ? 404 : 400;
@@ -499,8 +509,10 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
              });
 
   router.Get("/", [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
-    if (!may_wait()) return defer();
-    if (auto ok = allowed(req, "StatusPage"); !ok) return refuse_page(res, ok.error());
+    bool deferred = false;
+    auto ok = allowed(req, "StatusPage", deferred);
+    if (deferred) return;
+    if (!ok) return refuse_page(res, ok.error());
     v1::Stats s = m_stats();
     json status = status_json(s);
     std::map<std::string, std::string, std::less<>> values;
