@@ -329,6 +329,178 @@ std::string entry_link(std::string_view side, std::string_view key) {
   return "/?side=" + url_encode(side) + "&amp;key=" + url_encode(key);
 }
 
+// Everything /v1/status answers, also rendered into the page.
+json status_json(const v1::Stats& s, const Cache& cache, const JobQueue& pool, Clock::time_point started) {
+  json counters = json::object();
+  for (const auto& [name, value] : counters_of(s)) counters[name] = value;
+  counters["hit_ratio"] = wire::hit_ratio(s);
+  std::optional<remote::RemoteStats> remote;
+  if (const remote::RemoteTier* tier = cache.remote()) remote = tier->stats();
+  json j = {{"version", KCACHE_VERSION},
+            {"uptime_seconds", unix_seconds(Clock::now()) - unix_seconds(started)},
+            {"health", health_problems(s, pool, remote ? &*remote : nullptr).empty() ? "ok" : "degraded"},
+            {"problems", health_problems(s, pool, remote ? &*remote : nullptr)},
+            {"counters", counters},
+            {"workers", pool.workers()},
+            {"queue_capacity", pool.capacity()}};
+  if (remote) {
+    j["remote"] = {{"url", s.remote()},
+                   {"reachable", remote->failures_in_row > 0 ? json(false)
+                                 : remote->answered > 0      ? json(true)
+                                                             : json(nullptr)},
+                   {"last_error", remote->last_error},
+                   {"circuit_breaker", remote->breaker_open ? "open" : "closed"},
+                   {"lease_waits", s.lease_waits()},
+                   {"lease_takeovers", s.lease_takeovers()},
+                   {"write_queue_depth", s.remote_write_queue_depth()},
+                   {"write_queue_bytes", s.remote_write_queue_bytes()},
+                   {"write_drops", s.remote_write_drops()},
+                   {"hits", s.remote_hits()},
+                   {"misses", s.remote_misses()},
+                   {"errors", s.remote_errors()},
+                   {"rejected", s.remote_rejected()}};
+  } else {
+    j["remote"] = nullptr;
+  }
+  json compiles = json::array();
+  for (const Activity::Compile& c : cache.activity().compiles()) {
+    json kernels = json::array();
+    for (const Activity::Kernel& k : c.kernels) {
+      kernels.push_back({{"name", k.name}, {"registers", k.registers}, {"spills", k.spills}});
+    }
+    compiles.push_back({{"time", unix_seconds(c.when)},
+                        {"key", c.key},
+                        {"side", side_name(c.side)},
+                        {"archs", c.archs},
+                        {"seconds", c.seconds},
+                        {"kernel_count", c.kernel_count},
+                        {"kernels", kernels}});
+  }
+  j["compiles"] = compiles;
+  json errors = json::array();
+  for (const Activity::Failure& f : cache.activity().failures()) {
+    errors.push_back({{"time", unix_seconds(f.when)},
+                      {"what", f.what},
+                      {"key", f.key},
+                      {"side", f.side},
+                      {"archs", f.archs},
+                      {"code", f.code},
+                      {"message", f.message}});
+  }
+  j["errors"] = errors;
+  return j;
+}
+
+// The counters' rows, each value's cell named by its stats name (data-stat) for the refresh and
+// the tests.
+std::string counters_html(const v1::Stats& s, const JobQueue& pool) {
+  auto row = [](std::string_view label, std::string_view name, const std::string& text, const std::string& note) {
+    return "<tr><th>" + std::string(label) + "</th><td data-stat=\"" + std::string(name) + "\">" + text + "</td><td>" +
+           note + "</td></tr>";
+  };
+  auto n = [](std::uint64_t value) { return std::to_string(value); };
+  std::string cap = s.max_bytes() == 0
+                        ? std::string("no cap (--max-size)")
+                        : "of " + escape(human_bytes(s.max_bytes())) + " (--max-size) <meter min=\"0\" max=\"" +
+                              n(s.max_bytes()) + "\" value=\"" + n(s.bytes()) + "\"></meter>";
+  return row("hits", "hits", n(s.hits()), "compile requests answered from the cache") +
+         row("misses", "misses", n(s.misses()), "compile requests that compiled") +
+         row("hit rate", "hit_ratio", escape(hit_rate_text(s)), "hits / (hits + misses + coalesced)") +
+         row("coalesced", "coalesced", n(s.coalesced()), "waited for an identical compile in progress") +
+         row("errors", "errors", n(s.errors()), "requests that failed") +
+         row("fetches", "fetches", n(s.fetches()), "image reads by key") +
+         row("compiles", "compiles", n(s.compiles()), "compile jobs run on a worker") +
+         row("entries", "entries", n(s.entries()), "keys stored, both sides") +
+         row("images", "images", n(s.images()), "images stored") +
+         row("bytes", "bytes", n(s.bytes()), escape(human_bytes(s.bytes())) + " " + cap) +
+         row("hot cache hits", "hot_cache_hits", n(s.hot_cache_hits()), "image reads answered from memory") +
+         row("evictions", "evictions", n(s.evictions()), "entries evicted, least recently used first") +
+         row("workers busy", "running_jobs", n(s.running_jobs()), "of " + n(pool.workers()) + " (--workers)") +
+         row("queued", "queued_jobs", n(s.queued_jobs()), "of " + n(pool.capacity()) + " (--queue-depth)") +
+         row("worker crashes", "worker_crashes", n(s.worker_crashes()), "workers that crashed, overran or were killed");
+}
+
+// The remote tier, from status_json's "remote".
+std::string remote_html(const json& r) {
+  if (r.is_null()) return "<p>None: this daemon has no remote tier (--remote).</p>";
+  std::string reachable = r["reachable"].is_null() ? "not asked yet" : r["reachable"].get<bool>() ? "yes" : "no";
+  if (!r["last_error"].get<std::string>().empty())
+    reachable += " (last error: " + r["last_error"].get<std::string>() + ")";
+  auto row = [](std::string_view label, std::string_view name, const std::string& text) {
+    return "<tr><th>" + std::string(label) + "</th><td data-remote=\"" + std::string(name) + "\">" + escape(text) +
+           "</td></tr>";
+  };
+  auto n = [&r](const char* name) { return std::to_string(r[name].get<std::uint64_t>()); };
+  return "<table>" + row("Redis", "url", r["url"].get<std::string>()) + row("reachable", "reachable", reachable) +
+         row("circuit breaker", "circuit_breaker", r["circuit_breaker"].get<std::string>()) +
+         row("lease waits", "lease_waits", n("lease_waits")) +
+         row("lease takeovers", "lease_takeovers", n("lease_takeovers")) +
+         row("write queue", "write_queue_depth",
+             n("write_queue_depth") + " (" + human_bytes(r["write_queue_bytes"].get<std::uint64_t>()) + ")") +
+         row("writes dropped", "write_drops", n("write_drops")) +
+         row("hits / misses / errors", "hits", n("hits") + " / " + n("misses") + " / " + n("errors")) +
+         row("entries refused", "rejected", n("rejected")) + "</table>";
+}
+
+std::string compiles_html(const std::vector<Activity::Compile>& compiles) {
+  std::string out;
+  for (const Activity::Compile& c : compiles) {
+    std::string kernels;
+    std::uint32_t registers = 0, spills = 0;
+    for (const Activity::Kernel& k : c.kernels) {
+      kernels += "<li><code>" + escape(k.name) + "</code> " + std::to_string(k.registers) + " registers, " +
+                 std::to_string(k.spills) + " spills</li>";
+      registers = std::max(registers, k.registers);
+      spills += k.spills;
+    }
+    if (c.kernel_count > c.kernels.size()) {
+      kernels += "<li>and " + std::to_string(c.kernel_count - c.kernels.size()) + " more</li>";
+    }
+    out += "<tr><td>" + escape(utc_time(c.when)) + "</td><td><a class=\"key\" href=\"" +
+           entry_link(side_name(c.side), c.key) + "\"><code>" + escape(c.key) + "</code></a></td><td>" +
+           escape(side_name(c.side)) + "</td><td>" + escape(join(c.archs)) + "</td><td><ul>" + kernels +
+           "</ul></td><td class=\"n\">" + format("%.1f", c.seconds * 1000) + " ms</td><td class=\"n\">" +
+           std::to_string(registers) + "</td><td class=\"n\">" + std::to_string(spills) + "</td></tr>";
+  }
+  return out.empty() ? "<tr><td colspan=\"8\">none since start</td></tr>" : out;
+}
+
+std::string errors_html(const std::vector<Activity::Failure>& failures) {
+  std::string out;
+  for (const Activity::Failure& f : failures) {
+    std::string key = f.key == "-" || f.side.empty() ? "<code>" + escape(f.key) + "</code>"
+                                                     : "<a class=\"key\" href=\"" + entry_link(f.side, f.key) +
+                                                           "\"><code>" + escape(f.key) + "</code></a>";
+    out += "<tr><td>" + escape(utc_time(f.when)) + "</td><td>" + escape(f.what) + "</td><td>" + key + "</td><td>" +
+           escape(f.side) + "</td><td>" + escape(join(f.archs)) + "</td><td>" + escape(f.code) +
+           "</td><td><pre class=\"diag\">" + escape(f.message) + "</pre></td></tr>";
+  }
+  return out.empty() ? "<tr><td colspan=\"7\">none since start</td></tr>" : out;
+}
+
+// The entry browser's answer: each image with its kernels and a download link, or why there is none.
+std::string entry_html(const EntryView& view) {
+  if (!view.problem.empty()) return "<p id=\"entry-problem\">" + escape(view.problem) + "</p>";
+  std::string out =
+      "<table id=\"entry\"><tr><th>arch</th><th>kind</th><th>size</th><th>SHA-256</th><th>kernels</th>"
+      "<th>download</th></tr>";
+  for (const ImageMeta& m : view.images) {
+    std::string kernels;
+    for (const KernelInfo& k : m.kernels) {
+      kernels += "<li><code>" + escape(k.name) + "</code> " + std::to_string(k.registers) + " registers" +
+                 (k.sgprs > 0 ? ", " + std::to_string(k.sgprs) + " SGPRs" : "") + ", " +
+                 std::to_string(k.shared_bytes) + " B shared, " + std::to_string(k.local_bytes) + " B local, " +
+                 std::to_string(k.spill_stores) + " spill stores, " + std::to_string(k.spill_loads) +
+                 " spill loads</li>";
+    }
+    std::string file = view.key->hex().substr(0, 16) + "." + m.arch + "." + std::string(kind_name(m.kind));
+    out += "<tr><td>" + escape(m.arch) + "</td><td>" + escape(kind_name(m.kind)) + "</td><td class=\"n\">" +
+           std::to_string(m.size) + "</td><td><code class=\"sha\">" + to_hex(m.sha256) + "</code></td><td><ul>" +
+           kernels + "</ul></td><td><a class=\"download\" href=\"" + escape(download_path(view.side, *view.key, m)) +
+           "\" download=\"" + escape(file) + "\">download</a></td></tr>";
+  }
+  return out + "</table>";
+}
 }  // namespace
 
 StatusPage::StatusPage(Cache& cache, const JobQueue& pool, std::function<v1::Stats()> stats)
@@ -410,75 +582,13 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     return ok;
   };
 
-  // Everything /v1/status answers, also rendered into the page.
-  auto status_json = [this](const v1::Stats& s) {
-    json counters = json::object();
-    for (const auto& [name, value] : counters_of(s)) counters[name] = value;
-    counters["hit_ratio"] = wire::hit_ratio(s);
-    std::optional<remote::RemoteStats> remote;
-    if (const remote::RemoteTier* tier = m_cache.remote()) remote = tier->stats();
-    json j = {{"version", KCACHE_VERSION},
-              {"uptime_seconds", unix_seconds(Clock::now()) - unix_seconds(m_started)},
-              {"health", health_problems(s, m_pool, remote ? &*remote : nullptr).empty() ? "ok" : "degraded"},
-              {"problems", health_problems(s, m_pool, remote ? &*remote : nullptr)},
-              {"counters", counters},
-              {"workers", m_pool.workers()},
-              {"queue_capacity", m_pool.capacity()}};
-    if (remote) {
-      j["remote"] = {{"url", s.remote()},
-                     {"reachable", remote->failures_in_row > 0 ? json(false)
-                                   : remote->answered > 0      ? json(true)
-                                                               : json(nullptr)},
-                     {"last_error", remote->last_error},
-                     {"circuit_breaker", remote->breaker_open ? "open" : "closed"},
-                     {"lease_waits", s.lease_waits()},
-                     {"lease_takeovers", s.lease_takeovers()},
-                     {"write_queue_depth", s.remote_write_queue_depth()},
-                     {"write_queue_bytes", s.remote_write_queue_bytes()},
-                     {"write_drops", s.remote_write_drops()},
-                     {"hits", s.remote_hits()},
-                     {"misses", s.remote_misses()},
-                     {"errors", s.remote_errors()},
-                     {"rejected", s.remote_rejected()}};
-    } else {
-      j["remote"] = nullptr;
-    }
-    json compiles = json::array();
-    for (const Activity::Compile& c : m_cache.activity().compiles()) {
-      json kernels = json::array();
-      for (const Activity::Kernel& k : c.kernels) {
-        kernels.push_back({{"name", k.name}, {"registers", k.registers}, {"spills", k.spills}});
-      }
-      compiles.push_back({{"time", unix_seconds(c.when)},
-                          {"key", c.key},
-                          {"side", side_name(c.side)},
-                          {"archs", c.archs},
-                          {"seconds", c.seconds},
-                          {"kernel_count", c.kernel_count},
-                          {"kernels", kernels}});
-    }
-    j["compiles"] = compiles;
-    json errors = json::array();
-    for (const Activity::Failure& f : m_cache.activity().failures()) {
-      errors.push_back({{"time", unix_seconds(f.when)},
-                        {"what", f.what},
-                        {"key", f.key},
-                        {"side", f.side},
-                        {"archs", f.archs},
-                        {"code", f.code},
-                        {"message", f.message}});
-    }
-    j["errors"] = errors;
-    return j;
-  };
-
   router.Get(std::string(http_api::k_status_path),
-             [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
+             [this, allowed](const httplib::Request& req, httplib::Response& res) {
                bool deferred = false;
                auto ok = allowed(req, "Status", deferred);
                if (deferred) return;
                if (!ok) return refuse(res, ok.error());
-               send_json(res, status_json(m_stats()));
+               send_json(res, status_json(m_stats(), m_cache, m_pool, m_started));
              });
 
   router.Get(std::string(http_api::k_status_history_path),
@@ -508,13 +618,13 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
                send_json(res, entry_json(view));
              });
 
-  router.Get("/", [this, allowed, status_json](const httplib::Request& req, httplib::Response& res) {
+  router.Get("/", [this, allowed](const httplib::Request& req, httplib::Response& res) {
     bool deferred = false;
     auto ok = allowed(req, "StatusPage", deferred);
     if (deferred) return;
     if (!ok) return refuse_page(res, ok.error());
     v1::Stats s = m_stats();
-    json status = status_json(s);
+    json status = status_json(s, m_cache, m_pool, m_started);
     std::map<std::string, std::string, std::less<>> values;
     std::string n = nonce();
     values["nonce"] = n;
@@ -525,138 +635,17 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     values["problems"] = problems;
     values["uptime"] = std::to_string(status["uptime_seconds"].get<std::int64_t>());
     values["now"] = escape(utc_time(Clock::now()));
-
-    // The counters, each cell named by its stats name (data-stat) for the refresh and the tests.
-    auto cell = [](std::string_view name, const std::string& text) {
-      return "<td data-stat=\"" + std::string(name) + "\">" + text + "</td>";
-    };
-    auto row = [&cell](std::string_view label, std::string_view name, const std::string& text,
-                       const std::string& note) {
-      return "<tr><th>" + std::string(label) + "</th>" + cell(name, text) + "<td>" + note + "</td></tr>";
-    };
-    auto listed = counters_of(s);
-    std::map<std::string, std::uint64_t> c(listed.begin(), listed.end());
-    auto n_of = [&c](const char* name) { return std::to_string(c[name]); };
-    std::string counters;
-    counters += row("hits", "hits", n_of("hits"), "compile requests answered from the cache");
-    counters += row("misses", "misses", n_of("misses"), "compile requests that compiled");
-    counters += row("hit rate", "hit_ratio", escape(hit_rate_text(s)), "hits / (hits + misses + coalesced)");
-    counters += row("coalesced", "coalesced", n_of("coalesced"), "waited for an identical compile in progress");
-    counters += row("errors", "errors", n_of("errors"), "requests that failed");
-    counters += row("fetches", "fetches", n_of("fetches"), "image reads by key");
-    counters += row("compiles", "compiles", n_of("compiles"), "compile jobs run on a worker");
-    counters += row("entries", "entries", n_of("entries"), "keys stored, both sides");
-    counters += row("images", "images", n_of("images"), "images stored");
-    std::string cap = s.max_bytes() == 0 ? std::string("no cap (--max-size)")
-                                         : "of " + escape(human_bytes(s.max_bytes())) +
-                                               " (--max-size) <meter min=\"0\" max=\"" + std::to_string(s.max_bytes()) +
-                                               "\" value=\"" + std::to_string(s.bytes()) + "\"></meter>";
-    counters += row("bytes", "bytes", n_of("bytes"), escape(human_bytes(s.bytes())) + " " + cap);
-    counters += row("hot cache hits", "hot_cache_hits", n_of("hot_cache_hits"), "image reads answered from memory");
-    counters += row("evictions", "evictions", n_of("evictions"), "entries evicted, least recently used first");
-    counters += row("workers busy", "running_jobs", n_of("running_jobs"),
-                    "of " + std::to_string(m_pool.workers()) + " (--workers)");
-    counters += row("queued", "queued_jobs", n_of("queued_jobs"),
-                    "of " + std::to_string(m_pool.capacity()) + " (--queue-depth)");
-    counters +=
-        row("worker crashes", "worker_crashes", n_of("worker_crashes"), "workers that crashed, overran or were killed");
-    values["counters"] = counters;
-
-    // The remote tier.
-    std::string remote;
-    if (status["remote"].is_null()) {
-      remote = "<p>None: this daemon has no remote tier (--remote).</p>";
-    } else {
-      const json& r = status["remote"];
-      std::string reachable = r["reachable"].is_null() ? "not asked yet" : r["reachable"].get<bool>() ? "yes" : "no";
-      if (!r["last_error"].get<std::string>().empty())
-        reachable += " (last error: " + r["last_error"].get<std::string>() + ")";
-      auto rrow = [](std::string_view label, std::string_view name, const std::string& text) {
-        return "<tr><th>" + std::string(label) + "</th><td data-remote=\"" + std::string(name) + "\">" + escape(text) +
-               "</td></tr>";
-      };
-      remote =
-          "<table>" + rrow("Redis", "url", r["url"].get<std::string>()) + rrow("reachable", "reachable", reachable) +
-          rrow("circuit breaker", "circuit_breaker", r["circuit_breaker"].get<std::string>()) +
-          rrow("lease waits", "lease_waits", std::to_string(s.lease_waits())) +
-          rrow("lease takeovers", "lease_takeovers", std::to_string(s.lease_takeovers())) +
-          rrow("write queue", "write_queue_depth",
-               std::to_string(s.remote_write_queue_depth()) + " (" + human_bytes(s.remote_write_queue_bytes()) + ")") +
-          rrow("writes dropped", "write_drops", std::to_string(s.remote_write_drops())) +
-          rrow("hits / misses / errors", "hits",
-               std::to_string(s.remote_hits()) + " / " + std::to_string(s.remote_misses()) + " / " +
-                   std::to_string(s.remote_errors())) +
-          rrow("entries refused", "rejected", std::to_string(s.remote_rejected())) + "</table>";
-    }
-    values["remote"] = remote;
-
-    // The newest compiles and errors.
-    std::string compiles;
-    for (const Activity::Compile& c : m_cache.activity().compiles()) {
-      std::string kernels;
-      std::uint32_t registers = 0, spills = 0;
-      for (const Activity::Kernel& k : c.kernels) {
-        kernels += "<li><code>" + escape(k.name) + "</code> " + std::to_string(k.registers) + " registers, " +
-                   std::to_string(k.spills) + " spills</li>";
-        registers = std::max(registers, k.registers);
-        spills += k.spills;
-      }
-      if (c.kernel_count > c.kernels.size())
-        kernels += "<li>and " + std::to_string(c.kernel_count - c.kernels.size()) + " more</li>";
-      compiles += "<tr><td>" + escape(utc_time(c.when)) + "</td><td><a class=\"key\" href=\"" +
-                  entry_link(side_name(c.side), c.key) + "\"><code>" + escape(c.key) + "</code></a></td><td>" +
-                  escape(side_name(c.side)) + "</td><td>" + escape(join(c.archs)) + "</td><td><ul>" + kernels +
-                  "</ul></td><td class=\"n\">" + format("%.1f", c.seconds * 1000) + " ms</td><td class=\"n\">" +
-                  std::to_string(registers) + "</td><td class=\"n\">" + std::to_string(spills) + "</td></tr>";
-    }
-    values["compiles"] = compiles.empty() ? "<tr><td colspan=\"8\">none since start</td></tr>" : compiles;
-    std::string errors;
-    for (const Activity::Failure& f : m_cache.activity().failures()) {
-      std::string key = f.key == "-" || f.side.empty() ? "<code>" + escape(f.key) + "</code>"
-                                                       : "<a class=\"key\" href=\"" + entry_link(f.side, f.key) +
-                                                             "\"><code>" + escape(f.key) + "</code></a>";
-      errors += "<tr><td>" + escape(utc_time(f.when)) + "</td><td>" + escape(f.what) + "</td><td>" + key + "</td><td>" +
-                escape(f.side) + "</td><td>" + escape(join(f.archs)) + "</td><td>" + escape(f.code) +
-                "</td><td><pre class=\"diag\">" + escape(f.message) + "</pre></td></tr>";
-    }
-    values["errors"] = errors.empty() ? "<tr><td colspan=\"7\">none since start</td></tr>" : errors;
-
-    // The entry browser: the form, and the entry it asked for.
+    values["counters"] = counters_html(s, m_pool);
+    values["remote"] = remote_html(status["remote"]);
+    values["compiles"] = compiles_html(m_cache.activity().compiles());
+    values["errors"] = errors_html(m_cache.activity().failures());
+    // The entry browser: the form as it was sent, and the entry it asked for.
     std::string side = req.has_param("side") ? req.get_param_value("side") : "device";
     std::string key = req.get_param_value("key");
     values["key"] = escape(key);
     values["device_selected"] = side == "host" ? "" : " selected";
     values["host_selected"] = side == "host" ? " selected" : "";
-    std::string entry;
-    if (!key.empty()) {
-      EntryView view = look_up(m_cache, side, key);
-      if (!view.problem.empty()) {
-        entry = "<p id=\"entry-problem\">" + escape(view.problem) + "</p>";
-      } else {
-        entry =
-            "<table id=\"entry\"><tr><th>arch</th><th>kind</th><th>size</th><th>SHA-256</th><th>kernels</th>"
-            "<th>download</th></tr>";
-        for (const ImageMeta& m : view.images) {
-          std::string kernels;
-          for (const KernelInfo& k : m.kernels) {
-            kernels += "<li><code>" + escape(k.name) + "</code> " + std::to_string(k.registers) + " registers" +
-                       (k.sgprs > 0 ? ", " + std::to_string(k.sgprs) + " SGPRs" : "") + ", " +
-                       std::to_string(k.shared_bytes) + " B shared, " + std::to_string(k.local_bytes) + " B local, " +
-                       std::to_string(k.spill_stores) + " spill stores, " + std::to_string(k.spill_loads) +
-                       " spill loads</li>";
-          }
-          std::string file = view.key->hex().substr(0, 16) + "." + m.arch + "." + std::string(kind_name(m.kind));
-          entry += "<tr><td>" + escape(m.arch) + "</td><td>" + escape(kind_name(m.kind)) + "</td><td class=\"n\">" +
-                   std::to_string(m.size) + "</td><td><code class=\"sha\">" + to_hex(m.sha256) +
-                   "</code></td><td><ul>" + kernels + "</ul></td><td><a class=\"download\" href=\"" +
-                   escape(download_path(view.side, *view.key, m)) + "\" download=\"" + escape(file) +
-                   "\">download</a></td></tr>";
-        }
-        entry += "</table>";
-      }
-    }
-    values["entry"] = entry;
-
+    values["entry"] = key.empty() ? "" : entry_html(look_up(m_cache, side, key));
     no_store(res);
     res.set_header("Content-Security-Policy", "default-src 'none'; script-src 'nonce-" + n + "'; style-src 'nonce-" +
                                                   n +
