@@ -17,6 +17,8 @@ packages=(
   libnghttp2-dev  # HPACK decoding: the gRPC gate reads each call's method (server/net/grpc_calls.cpp)
   ccache  # the compiler launcher (cmake/BuildSpeed.cmake)
   clang-tools-22  # clang-linker-wrapper: links clang CUDA programs with -fgpu-rdc (tests/data/launcher/clang.ninja)
+  chromium  # the status page's test in a real browser (tests/browser)
+  mmdebstrap  # a fresh Debian root to install the package into (tests/deploy/check_package.sh)
 )
 
 missing=()

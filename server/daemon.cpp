@@ -25,6 +25,7 @@
 #include "api/auth.hpp"
 #include "api/call_gate.hpp"
 #include "api/service.hpp"
+#include "api/status_page.hpp"
 #include "cache/cache.hpp"
 #include "remote/tier.hpp"
 #include "store/store.hpp"
@@ -290,8 +291,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     http_limits.max_connections = config.max_connections;
     http_limits.max_per_peer = config.max_connections_per_peer;
     const HttpTls& http_tls = *tls;
-    auto http = HttpListener::start(*http_listen, "--http-listen", http_tls, http_limits, *d->m_fds,
-                                    [&](Router& server) { add_http_api_routes(server, *d->m_cache, *d->m_auth, *d->m_calls, *d->m_metrics); });
+    d->m_status = std::make_unique<StatusPage>(*d->m_cache, *d->m_pool,
+                                               [service = d->m_service.get()] { return service->snapshot(); });
+    auto http = HttpListener::start(*http_listen, "--http-listen", http_tls, http_limits, *d->m_fds, [&](Router& server) {
+      add_http_api_routes(server, *d->m_cache, *d->m_auth, *d->m_calls, *d->m_metrics);
+      d->m_status->add_routes(server, *d->m_auth, *d->m_metrics);
+    });
     if (!http) return http.error();
     d->m_http = std::move(*http);
     d->m_service->set_http_port(d->m_http->port());
@@ -332,6 +337,7 @@ void Daemon::shutdown() {
   if (m_gate) m_gate->stop_accepting();  // connections open may still finish their calls
   m_metrics_server.reset();
   m_http.reset();
+  m_status.reset();  // before m_service, whose counters it samples
   if (m_server) {
     if (auto* health = m_server->GetHealthCheckService()) health->Shutdown();  // NOT_SERVING from now on
     // Our own drain waits for the calls in progress (compiles may take long). gRPC's Shutdown

@@ -23,6 +23,7 @@ class CallTracker;
 class Authenticator;
 class Metrics;
 class HttpListener;
+class StatusPage;
 namespace remote {
 class RemoteTier;
 }
@@ -62,6 +63,8 @@ class Daemon {
   std::unique_ptr<Metrics> m_metrics;
   std::unique_ptr<Cache> m_cache;  // the core every front end asks
   std::unique_ptr<CallTracker> m_calls;  // both front ends' calls in progress, for the drain
+  // --http-listen's page; samples m_service's counters, so shutdown() stops it before m_service goes.
+  std::unique_ptr<StatusPage> m_status;
   std::unique_ptr<HttpListener> m_metrics_server;  // --metrics-listen
   std::unique_ptr<HttpListener> m_http;            // --http-listen
   std::unique_ptr<KCacheService> m_service;

@@ -75,6 +75,25 @@ void send_error(httplib::Response& res, const Error& e) {
 
 }  // namespace
 
+std::string http_authorization(const httplib::Request& req) {
+  if (req.has_header("Authorization")) return req.get_header_value("Authorization");
+  // Cookie: a=b; kcache_token=TOKEN (RFC 6265: pairs split by "; "); the first of that name counts.
+  const std::string cookies = req.get_header_value("Cookie");
+  std::string_view rest = cookies;
+  while (!rest.empty()) {
+    std::size_t end = rest.find(';');
+    std::string_view pair = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    std::size_t equals = pair.find('=');
+    if (equals == std::string_view::npos || pair.substr(0, equals) != http_api::k_token_cookie) continue;
+    std::string_view token = pair.substr(equals + 1);
+    if (token.empty()) return {};
+    return "Bearer " + std::string(token);
+  }
+  return {};
+}
+
 void add_http_api_routes(Router& server, Cache& cache, const Authenticator& auth, CallTracker& calls, Metrics& metrics) {
   // Connections, deadlines and limits are the listener's (net/http.hpp); these are the routes.
   // Each first runs on an event thread, reading only what is in memory, and defers to a pool
@@ -95,7 +114,7 @@ void add_http_api_routes(Router& server, Cache& cache, const Authenticator& auth
   // Nothing, the fingerprint included, goes to a caller that is not allowed to read: each route
   // authorizes before it sets a header.
   server.Get(header(http_api::k_fingerprint_path), [authorize_read, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
-    if (!finish("GetFingerprint", res, authorize_read(req.get_header_value("Authorization"), req.remote_addr,
+    if (!finish("GetFingerprint", res, authorize_read(http_authorization(req), req.remote_addr,
                                                               "GET /v1/fingerprint"))) {
       return;
     }
@@ -140,7 +159,9 @@ void add_http_api_routes(Router& server, Cache& cache, const Authenticator& auth
     res.set_header(header(http_api::k_image_header), to_hex(meta.SerializeAsString()));
     return std::move(found->image);
   };
-  server.fast_get(header(http_api::k_select_prefix), [select](const PlainGet& req, const Endpoints& ends, httplib::Response& res) {
+  server.fast_get(header(http_api::k_select_prefix), [select, &auth](const PlainGet& req, const Endpoints& ends, httplib::Response& res) {
+    // A browser's token may come as a cookie, which only cpp-httplib's route reads.
+    if (req.authorization.empty() && auth.enabled()) return false;
     // Exactly /v1/select/{device|host}/KEY/ARCH, as cpp-httplib's route below matches it.
     std::string_view rest = req.path.substr(http_api::k_select_prefix.size());
     if (std::count(rest.begin(), rest.end(), '/') != 2) return false;
@@ -163,7 +184,7 @@ void add_http_api_routes(Router& server, Cache& cache, const Authenticator& auth
       return it->second;
     };
     const std::string side = req.matches.str(1), key = req.matches.str(2), arch = req.matches.str(3);
-    const std::string authorization = req.get_header_value("Authorization");
+    const std::string authorization = http_authorization(req);
     if (auto image = select(SelectPath{side, key, arch, param(http_api::k_kind_param), param(http_api::k_driver_param), authorization,
                                       req.remote_addr},
                             res)) {
@@ -173,7 +194,7 @@ void add_http_api_routes(Router& server, Cache& cache, const Authenticator& auth
 
   server.Get(header(http_api::k_image_prefix) + R"(([^/]+)/([^/]+)/([^/]+)/([^/]+))",
              [&cache, &calls, authorize_read, fingerprint, finish](const httplib::Request& req, httplib::Response& res) {
-    auto allowed = authorize_read(req.get_header_value("Authorization"), req.remote_addr, "GET image");
+    auto allowed = authorize_read(http_authorization(req), req.remote_addr, "GET image");
     if (!allowed) return (void)finish("GetImage", res, allowed);
     res.set_header(header(http_api::k_fingerprint_header), fingerprint);
     auto side = side_in_path(req.matches[1].str());

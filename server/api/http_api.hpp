@@ -15,8 +15,16 @@
 // "X-Kcache-Compile: part" with each image of a cached compile and "last" with its last one: the
 // compile counts as one hit, as the gRPC Compile would count it; any other read is a fetch. An image carries X-Kcache-Sha256 and, for host objects built with stubs,
 // X-Kcache-Stubbed (comma-separated). Tokens as for gRPC ("Authorization: Bearer TOKEN", the read
-// role). Errors are text/plain messages with the gRPC code's name in X-Kcache-Error.
+// role), or, from a browser, the cookie kcache_token=TOKEN (http_authorization). Errors are
+// text/plain messages with the gRPC code's name in X-Kcache-Error. The status page's routes are
+// api/status_page.hpp's.
 #pragma once
+
+#include <string>
+
+namespace httplib {
+struct Request;
+}
 
 namespace kcache::server {
 
@@ -25,6 +33,10 @@ class Cache;
 class CallTracker;
 class Metrics;
 class Router;
+
+// What a request carries as its credentials, as an Authorization value ("Bearer TOKEN"): its
+// Authorization header, else its cookie kcache_token as a bearer token, else empty.
+std::string http_authorization(const httplib::Request& req);
 
 // The routes, answered by `cache` for callers `auth` lets read; each call is counted in `calls`
 // (the drain's) and in `metrics`.

@@ -83,6 +83,7 @@ void log_compile(std::string_view key_hex, std::string_view side, const std::vec
 void Cache::refused(std::string_view side, const std::vector<std::string>& archs, Clock::time_point start,
                     const Error& error) {
   ++m_counters.errors;
+  m_activity.failed("compile", "-", side, archs, error);
   log_compile("-", side, archs, start, error);
 }
 
@@ -96,6 +97,7 @@ Expected<CompileAnswer> Cache::compile(const CompileAsk& ask) {
                                                  : m_counters.misses);
   } else {
     ++m_counters.errors;
+    m_activity.failed("compile", key_hex, side_name(ask.spec.side), ask.archs, answered.error());
   }
   log_compile(key_hex, side_name(ask.spec.side), ask.archs, start, answered);
   return answered;
@@ -267,14 +269,16 @@ Expected<CompileOutput> Cache::compile_and_store(const CompileAsk& ask, const Jo
         started = pending->started;
       }
       auto merged = merge_parts(pending->job, std::move(pending->outputs));
+      double seconds = 0;
       if (started != Clock::time_point::max()) {
-        double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+        seconds = std::chrono::duration<double>(Clock::now() - started).count();
         m_metrics.observe_compile(seconds);
         m_metrics.observe_tier(Metrics::Tier::compile, seconds);
       }
       if (merged) {
         ++m_counters.compiles;
         m_counters.images_compiled += merged->images.size();
+        m_activity.compiled(pending->job.spec.side, key.hex(), merged->images, seconds);
         EntryRecord record{pending->job.spec.format, pending->job.spec.target,
                            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                           std::chrono::system_clock::now().time_since_epoch())
@@ -373,6 +377,7 @@ Expected<std::vector<ImageMeta>> Cache::lookup(Side side, const Key& key) {
 
 void Cache::fetch_failed(std::string_view key, std::string_view what, const Error& error) {
   ++m_counters.errors;
+  m_activity.failed("fetch", key, "", {std::string(what)}, error);
   spdlog::warn("fetch key={:.12} {} code={} error={}", key, what, error_code_name(error.code), error.message);
 }
 

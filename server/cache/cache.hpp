@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/activity.hpp"
 #include "compile/compiler.hpp"
 #include "compile/tool_step.hpp"
 #include "kcache/ask.hpp"
@@ -145,6 +146,9 @@ class Cache {
   void refused_fetch(std::string_view key, std::string_view what, const Error& error);
 
   const CacheCounters& counters() const { return m_counters; }
+  // The newest compiles and errors, and this interval's compile times (the status page's).
+  Activity& activity() { return m_activity; }
+  const Activity& activity() const { return m_activity; }
   const CacheLimits& limits() const { return m_limits; }
   const Toolchain& toolchain() const { return m_compiler.toolchain(); }
 
@@ -188,6 +192,7 @@ class Cache {
   Metrics& m_metrics;
   const CacheLimits m_limits;
   CacheCounters m_counters;
+  Activity m_activity;
   remote::RemoteTier* m_remote = nullptr;
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images

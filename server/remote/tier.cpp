@@ -110,6 +110,7 @@ void RemoteTier::breaker_result(bool ok, const Error* error) {
   bool was_probe = m_probing;
   m_probing = false;
   if (ok) {
+    ++m_answered;
     if (m_open) spdlog::info("remote {}: answering again; the circuit breaker is closed", m_options.url);
     m_open = false;
     m_failures_in_row = 0;
@@ -118,6 +119,7 @@ void RemoteTier::breaker_result(bool ok, const Error* error) {
   }
   ++m_errors;
   ++m_failures_in_row;
+  if (error != nullptr) m_last_error = error->message.substr(0, 512);
   if (!was_probe && m_failures_in_row < m_options.breaker_threshold) return;
   if (!m_open) {
     spdlog::warn("remote {}: {} errors in a row (last: {}); serving from local alone for {} ms", m_options.url,
@@ -385,6 +387,12 @@ RemoteStats RemoteTier::stats() const {
   s.lease_waits = m_lease_waits;
   s.lease_takeovers = m_takeovers;
   s.breaker_open = m_open;
+  s.answered = m_answered;
+  {
+    std::lock_guard lock(m_breaker_mutex);
+    s.failures_in_row = m_failures_in_row;
+    s.last_error = m_last_error;
+  }
   std::lock_guard lock(m_queue_mutex);
   s.write_queue_depth = m_queue.size() + (m_writing ? 1 : 0);
   s.write_queue_bytes = m_queued_bytes;

@@ -61,6 +61,11 @@ struct RemoteStats {
   std::uint64_t writes = 0, write_drops = 0, write_queue_depth = 0, write_queue_bytes = 0;
   std::uint64_t lease_waits = 0, lease_takeovers = 0;
   bool breaker_open = false;
+  // Whether Redis answers, for the status page: calls answered since start, failures since the
+  // last answer, and the last failure's message.
+  std::uint64_t answered = 0;
+  int failures_in_row = 0;
+  std::string last_error;
 };
 
 class RemoteTier {
@@ -145,8 +150,10 @@ class RemoteTier {
   std::atomic<std::uint64_t> m_hits{0}, m_misses{0}, m_errors{0}, m_rejected{0}, m_writes{0}, m_drops{0};
   std::atomic<std::uint64_t> m_lease_waits{0}, m_takeovers{0};
 
-  std::mutex m_breaker_mutex;  // guards the breaker state
+  mutable std::mutex m_breaker_mutex;  // guards the breaker state and m_last_error
   int m_failures_in_row = 0;
+  std::string m_last_error;
+  std::atomic<std::uint64_t> m_answered{0};
   std::chrono::steady_clock::time_point m_closed_at{};  // calls are refused until then
   std::chrono::milliseconds m_pause{0};
   bool m_probing = false;

@@ -36,6 +36,7 @@ class JobQueue {
   // Threads free to start a job now: none while jobs wait in the queue, or after shutdown().
   std::size_t idle() const;
   std::size_t workers() const { return m_threads.size(); }
+  std::size_t capacity() const { return m_capacity; }  // jobs that may wait
   // The CPUs jobs are lent (cpus.hpp).
   CpuSlots& cpus() { return m_cpus; }
 

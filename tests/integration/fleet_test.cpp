@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -205,6 +207,50 @@ TEST_F(Fleet, TheHttpImageApiServesARemoteEntry) {
   auto absent = http.Get("/v1/device/" + std::string(64, 'a') + "/sm_80/ptx");
   ASSERT_TRUE(absent);
   EXPECT_EQ(absent->status, 404);
+}
+
+// The status page's remote tier (/v1/status and the page): reachable while Redis answers, not once
+// it is gone, with the circuit breaker and the last error, and the daemon's health degraded.
+TEST_F(Fleet, TheStatusPageShowsWhetherRedisAnswers) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  std::vector<std::string> with_http = {"--remote", redis->url(), "--remote-secret-file", secret_file().string()};
+  auto d = DaemonProcess::start(m_dir.path() / "d" / "db", m_dir.path() / "d.log", with_http);
+  Client client(ClientOptions{d->address(), std::chrono::seconds(60)});
+  auto caps = client.capabilities();
+  ASSERT_TRUE(caps && caps->http_port() != 0);
+  httplib::Client http("127.0.0.1", static_cast<int>(caps->http_port()));
+  auto status = [&] {
+    auto res = http.Get("/v1/status");
+    EXPECT_TRUE(res && res->status == 200);
+    return res ? nlohmann::json::parse(res->body) : nlohmann::json();
+  };
+
+  ASSERT_TRUE(client.compile(numbered_job(7)));
+  // Written, and the lease's release after it done too: the write queue is empty.
+  nlohmann::json up;
+  ASSERT_TRUE(eventually([&] {
+    up = status();
+    return client.stats()->remote_writes() == 1 && up["remote"]["write_queue_depth"] == 0;
+  })) << up.dump();
+  EXPECT_EQ(up["remote"]["url"], redis->url());
+  EXPECT_EQ(up["remote"]["reachable"], true);
+  EXPECT_EQ(up["remote"]["circuit_breaker"], "closed");
+  EXPECT_EQ(up["health"], "ok");
+
+  redis->kill9();
+  for (int n = 8; n < 12; ++n) ASSERT_TRUE(client.compile(numbered_job(n)));  // compiled here, without a lease
+  nlohmann::json down;
+  ASSERT_TRUE(eventually([&] {
+    down = status();
+    return down["remote"]["reachable"] == false && down["remote"]["circuit_breaker"] == "open";
+  })) << down.dump();
+  EXPECT_NE(down["remote"]["last_error"], "");
+  EXPECT_EQ(down["health"], "degraded");
+  auto page = http.Get("/");
+  ASSERT_TRUE(page && page->status == 200);
+  EXPECT_NE(page->body.find("data-remote=\"reachable\">no (last error: "), std::string::npos) << page->body;
+  EXPECT_NE(page->body.find("data-remote=\"circuit_breaker\">open<"), std::string::npos);
+  EXPECT_EQ(d->stop(), 0);
 }
 
 // A full write queue drops the write and counts it; the reply never waits for it.

@@ -20,6 +20,13 @@ inline constexpr std::string_view k_kind_param = "kind";      // a kind_name
 inline constexpr std::string_view k_driver_param = "driver";  // 12.4 or 12040, as FetchRequest.driver_version
 // GET /v1/{device|host}/KEY/ARCH/KIND: exactly that image.
 inline constexpr std::string_view k_image_prefix = "/v1/";
+// The status page (GET /) and its JSON: counters and the newest compiles and errors, the last
+// hour's history, and one entry (?side=S&key=K).
+inline constexpr std::string_view k_status_path = "/v1/status";
+inline constexpr std::string_view k_status_history_path = "/v1/status/history";
+inline constexpr std::string_view k_status_entry_path = "/v1/status/entry";
+// A browser's token, as a cookie, where it cannot send an Authorization header.
+inline constexpr std::string_view k_token_cookie = "kcache_token";
 
 // "/v1/SIDE/KEY/ARCH/KIND": `key` and `arch` as given (a client sends its own canonical ones).
 std::string image_path(Side side, std::string_view key, std::string_view arch, ImageKind kind);
