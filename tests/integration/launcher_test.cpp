@@ -120,6 +120,37 @@ class Launcher : public ::testing::Test {
     std::ofstream(path) << s;
   }
 
+  // Every step of a build was a hit: `device` (cicc or clang) and ptxas for each of `files` x
+  // `archs`, and each file's host object.
+  static void expect_every_step_hit(std::map<std::string, long> c, const std::string& device, long files, long archs) {
+    EXPECT_EQ(c[device + ".hit"], files * archs);
+    EXPECT_EQ(c["ptxas.hit"], files * archs);
+    EXPECT_EQ(c["host.hit"], files);
+    EXPECT_EQ(c[device + ".miss"] + c["ptxas.miss"] + c["host.miss"], 0);
+  }
+
+  // The edits every launcher build must take without serving a stale object, on `build_dir`
+  // (two archs, `device` being cicc or clang): host-only code under #ifndef __CUDA_ARCH__ (the
+  // device text is the same, so its steps hit; the host object misses; the program prints the new
+  // string), then a header's code (its 7 dependents, and only they, compile again and miss).
+  void edit_host_code_then_a_header(const std::string& build_dir, const std::string& device) {
+    edit("src/banner.cu", "fixture banner v1", "fixture banner v2");
+    ASSERT_EQ(build(build_dir), 0);
+    auto host_change = counts();
+    EXPECT_EQ(host_change["launcher.compiles"], 1);
+    EXPECT_EQ(host_change["host.miss"], 1);
+    EXPECT_EQ(host_change[device + ".hit"], 2);
+    EXPECT_EQ(host_change[device + ".miss"], 0);
+    EXPECT_EQ(program_output(build_dir), "fixture banner v2\nnote 0\n");
+
+    edit("include/launcher/common.cuh", "constexpr int k_block = 256;", "constexpr int k_block = 128;");
+    ASSERT_EQ(build(build_dir), 0);
+    auto header_change = counts();
+    EXPECT_EQ(header_change["launcher.compiles"], 7);
+    EXPECT_EQ(header_change[device + ".miss"], 14);
+    EXPECT_EQ(header_change[device + ".hit"], 0);
+  }
+
   TempDir m_dir;
   fs::path nvcc_, src_;
   std::string server_;
@@ -146,31 +177,10 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleOb
   // Warm, after ninja clean: no cicc, ptxas or host compile runs; the same program, byte for byte.
   ASSERT_EQ(run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / "build").string(), "clean"}), 0);
   ASSERT_EQ(build("build"), 0);
-  auto warm = counts();
-  EXPECT_EQ(warm["cicc.hit"], 24);
-  EXPECT_EQ(warm["ptxas.hit"], 24);
-  EXPECT_EQ(warm["host.hit"], 12);
-  EXPECT_EQ(warm["cicc.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
+  expect_every_step_hit(counts(), "cicc", 12, 2);
   EXPECT_TRUE(read_all(m_dir.path() / "build" / "fixture") == cold_program) << "the rebuilt program differs";
 
-  // A change to host-only code under #ifndef __CUDA_ARCH__: the device passes see the same text
-  // (their steps hit), the host compile misses, and the program prints the new string.
-  edit("src/banner.cu", "fixture banner v1", "fixture banner v2");
-  ASSERT_EQ(build("build"), 0);
-  auto host_change = counts();
-  EXPECT_EQ(host_change["launcher.compiles"], 1);
-  EXPECT_EQ(host_change["host.miss"], 1);
-  EXPECT_EQ(host_change["cicc.hit"], 2);
-  EXPECT_EQ(host_change["cicc.miss"], 0);
-  EXPECT_EQ(program_output("build"), "fixture banner v2\nnote 0\n");
-
-  // A header's code changes: its 7 dependents (and only they) compile again, and miss.
-  edit("include/launcher/common.cuh", "constexpr int k_block = 256;", "constexpr int k_block = 128;");
-  ASSERT_EQ(build("build"), 0);
-  auto header_change = counts();
-  EXPECT_EQ(header_change["launcher.compiles"], 7);
-  EXPECT_EQ(header_change["cicc.miss"], 14);
-  EXPECT_EQ(header_change["cicc.hit"], 0);
+  edit_host_code_then_a_header("build", "cicc");
 
   // A -D on the command line reaches the host side: the program prints it.
   ASSERT_EQ(run_ok({"/usr/bin/cmake", "-S", src_.string(), "-B", (m_dir.path() / "build").string(),
@@ -217,11 +227,7 @@ TEST_F(Launcher, ASecondMachineOfTheFleetRunsNoCompilerStep) {
   server_ = b->address();
   ASSERT_EQ(configure("build-b"), 0);
   ASSERT_EQ(build("build-b"), 0);
-  auto second = counts();
-  EXPECT_EQ(second["cicc.hit"], 24);
-  EXPECT_EQ(second["ptxas.hit"], 24);
-  EXPECT_EQ(second["host.hit"], 12);
-  EXPECT_EQ(second["cicc.miss"] + second["ptxas.miss"] + second["host.miss"], 0);
+  expect_every_step_hit(counts(), "cicc", 12, 2);
   Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
   auto b_stats = b_client.stats();
   ASSERT_TRUE(b_stats);
@@ -284,11 +290,7 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   // Warm, after ninja -t clean: no compiler step runs; the same program, byte for byte.
   ASSERT_EQ(run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / "clang-a").string(), "-t", "clean"}), 0);
   ASSERT_EQ(build("clang-a"), 0);
-  auto warm = counts();
-  EXPECT_EQ(warm["clang.hit"], 24);
-  EXPECT_EQ(warm["ptxas.hit"], 24);
-  EXPECT_EQ(warm["host.hit"], 12);
-  EXPECT_EQ(warm["clang.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
+  expect_every_step_hit(counts(), "clang", 12, 2);
   EXPECT_TRUE(read_all(m_dir.path() / "clang-a" / "fixture") == cold_program) << "the rebuilt program differs";
 
   // A second machine: another build folder on the other daemon, which gets every step from Redis.
@@ -300,10 +302,7 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   server_ = b->address();
   write_build("clang-b", both);
   ASSERT_EQ(build("clang-b"), 0);
-  auto second = counts();
-  EXPECT_EQ(second["clang.hit"], 24);
-  EXPECT_EQ(second["ptxas.hit"], 24);
-  EXPECT_EQ(second["host.hit"], 12);
+  expect_every_step_hit(counts(), "clang", 12, 2);
   Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
   auto b_stats = b_client.stats();
   ASSERT_TRUE(b_stats);
@@ -322,24 +321,8 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   EXPECT_EQ(dropped["ptxas.hit"], 12);
   EXPECT_EQ(dropped["clang.miss"] + dropped["ptxas.miss"], 0);
 
-  // Host-only code under #ifndef __CUDA_ARCH__: the device text is the same (hits), the host
-  // object misses, and the program prints the new string.
   server_ = a->address();
-  edit("src/banner.cu", "fixture banner v1", "fixture banner v2");
-  ASSERT_EQ(build("clang-a"), 0);
-  auto host_change = counts();
-  EXPECT_EQ(host_change["launcher.compiles"], 1);
-  EXPECT_EQ(host_change["host.miss"], 1);
-  EXPECT_EQ(host_change["clang.hit"], 2);
-  EXPECT_EQ(host_change["clang.miss"], 0);
-  EXPECT_EQ(program_output("clang-a"), "fixture banner v2\nnote 0\n");
-
-  // A header's code: its 7 dependents, and only they, compile again and miss.
-  edit("include/launcher/common.cuh", "constexpr int k_block = 256;", "constexpr int k_block = 128;");
-  ASSERT_EQ(build("clang-a"), 0);
-  auto header_change = counts();
-  EXPECT_EQ(header_change["launcher.compiles"], 7);
-  EXPECT_EQ(header_change["clang.miss"], 14);
+  edit_host_code_then_a_header("clang-a", "clang");
 
   // A -D reaches the program.
   write_build("clang-a", both, "-DFIXTURE_NOTE=7");
