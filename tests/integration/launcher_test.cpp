@@ -151,10 +151,30 @@ class Launcher : public ::testing::Test {
     EXPECT_EQ(header_change[device + ".hit"], 0);
   }
 
+  // With the daemon stopped after the -D edit: the build still succeeds, each step runs here
+  // (`device` being cicc or clang), and the program prints the new string.
+  void build_with_the_daemon_down(const std::string& build_dir, const std::string& device) {
+    edit("src/banner.cu", "fixture banner v2", "fixture banner v3");
+    ASSERT_EQ(build(build_dir), 0);
+    auto down = counts();
+    EXPECT_EQ(down["launcher.daemon_unreachable"], 1);
+    EXPECT_EQ(down[device + ".local"], 2);
+    EXPECT_EQ(program_output(build_dir), "fixture banner v3\nnote 7\n");
+  }
+
+  // A redis-server for the test's fleet; the daemon flags that join it (with a shared secret).
+  std::vector<std::string> start_redis_for_a_fleet() {
+    redis_ = RedisServer::start(m_dir.path() / "redis");
+    std::string secret = (m_dir.path() / "fleet.secret").string();
+    std::ofstream(secret) << std::string(64, 'k');
+    return {"--remote", "redis://127.0.0.1:" + std::to_string(redis_->port()), "--remote-secret-file", secret};
+  }
+
   TempDir m_dir;
   fs::path nvcc_, src_;
   std::string server_;
   std::map<std::string, long> seen_;
+  std::unique_ptr<RedisServer> redis_;
 };
 
 TEST_F(Launcher, ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleObject) {
@@ -190,14 +210,8 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleOb
   EXPECT_EQ(program_output("build"), "fixture banner v2\nnote 7\n");
   counts();
 
-  // The daemon down: the build still succeeds, every step runs here.
   daemon->stop();
-  edit("src/banner.cu", "fixture banner v2", "fixture banner v3");
-  ASSERT_EQ(build("build"), 0);
-  auto down = counts();
-  EXPECT_EQ(down["launcher.daemon_unreachable"], 1);
-  EXPECT_EQ(down["cicc.local"], 2);
-  EXPECT_EQ(program_output("build"), "fixture banner v3\nnote 7\n");
+  build_with_the_daemon_down("build", "cicc");
 }
 
 // Two machines of a fleet: two daemons on one Redis, two build folders. What one built, the
@@ -205,11 +219,7 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleOb
 // build keeps the other arch's entries.
 TEST_F(Launcher, ASecondMachineOfTheFleetRunsNoCompilerStep) {
   if (auto why = RedisServer::unavailable()) GTEST_SKIP() << *why;
-  auto redis = RedisServer::start(m_dir.path() / "redis");
-  std::string secret = (m_dir.path() / "fleet.secret").string();
-  std::ofstream(secret) << std::string(64, 'k');
-  std::vector<std::string> fleet = {"--remote", "redis://127.0.0.1:" + std::to_string(redis->port()),
-                                    "--remote-secret-file", secret};
+  std::vector<std::string> fleet = start_redis_for_a_fleet();
   auto a = start_daemon("a", fleet);
   auto b = start_daemon("b", fleet);
 
@@ -258,11 +268,7 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
     if (!fs::exists(tool)) GTEST_SKIP() << tool << " is absent (clang-22, clang-tools-22)";
   }
   if (auto why = RedisServer::unavailable()) GTEST_SKIP() << *why;
-  auto redis = RedisServer::start(m_dir.path() / "redis");
-  std::string secret = (m_dir.path() / "fleet.secret").string();
-  std::ofstream(secret) << std::string(64, 'k');
-  std::vector<std::string> fleet = {"--remote", "redis://127.0.0.1:" + std::to_string(redis->port()),
-                                    "--remote-secret-file", secret};
+  std::vector<std::string> fleet = start_redis_for_a_fleet();
   auto a = start_daemon("a", fleet);
   auto b = start_daemon("b", fleet);
   auto write_build = [&](const std::string& build, const std::string& archs, const std::string& main_flags = {}) {
@@ -330,14 +336,8 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   EXPECT_EQ(program_output("clang-a"), "fixture banner v2\nnote 7\n");
   counts();
 
-  // The daemons down: the build still succeeds, every step runs here.
   a->stop();
-  edit("src/banner.cu", "fixture banner v2", "fixture banner v3");
-  ASSERT_EQ(build("clang-a"), 0);
-  auto down = counts();
-  EXPECT_EQ(down["launcher.daemon_unreachable"], 1);
-  EXPECT_EQ(down["clang.local"], 2);
-  EXPECT_EQ(program_output("clang-a"), "fixture banner v3\nnote 7\n");
+  build_with_the_daemon_down("clang-a", "clang");
 }
 
 // Single nvcc commands of the shapes builds send: the same object as nvcc's but for nvcc's

@@ -167,6 +167,18 @@ class ClangLaunch : public Launch {
     return real.string();
   }
 
+  // Where the host side's preprocessed text and object go in the work folder.
+  std::string host_text() const { return work() + "kcache-host.cui"; }
+  std::string host_object_path() const { return work() + "kcache-object.o"; }
+
+  // What a cc1 line writes (-o), or "".
+  static std::string output_of(const std::vector<std::string>& argv) {
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-o") return argv[i + 1];
+    }
+    return {};
+  }
+
   static bool has(const std::vector<std::string>& argv, std::string_view word) {
     return std::find(argv.begin(), argv.end(), word) != argv.end();
   }
@@ -256,10 +268,7 @@ class ClangLaunch : public Launch {
 
   // One arch's device compile: preprocessed here, compiled on the daemon to PTX.
   bool device_compile(const std::vector<std::string>& argv, int unit) {
-    std::string output;
-    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
-      if (argv[i] == "-o") output = argv[i + 1];
-    }
+    std::string output = output_of(argv);
     std::string text = work() + "device-" + std::to_string(unit) + ".cui";
     Split s = split(argv, "-S", text, false, output);
     if (!run_here(s.preprocess)) return false;
@@ -275,21 +284,18 @@ class ClangLaunch : public Launch {
 
   // The host side, preprocessed here (with the dependency file).
   bool preprocess_host(const std::vector<std::string>& argv) {
-    m_host = split(argv, "-emit-obj", work() + "kcache-host.cui", true, work() + "kcache-object.o");
+    m_host = split(argv, "-emit-obj", host_text(), true, host_object_path());
     return run_here(m_host.preprocess);
   }
 
   // The host side's object, looked up by its preprocessed text, the device image it embeds and
   // the options, else compiled here from that text and offered.
   bool host_compile(const std::vector<std::string>& argv) {
-    std::string target;
-    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
-      if (argv[i] == "-o") target = argv[i + 1];
-    }
+    std::string target = output_of(argv);
     if (target.empty()) return run_here(argv);
     HostCompile host;
-    host.object = work() + "kcache-object.o";
-    std::string text = work() + "kcache-host.cui";
+    host.object = host_object_path();
+    const std::string text = host_text();
     const Split& s = m_host;
     host.compile = s.compile;
     for (std::size_t i = 1; i < s.compile.size(); ++i) {
