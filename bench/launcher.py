@@ -9,8 +9,8 @@ For each source and compiler, each round:
           still run here).
 Sources: tests/data/launcher/src/softmax.cu (a kernel of the project's fixture, templates and a
 shared header) and bench/corpus/launcher/thrust_sort.cu (Thrust's sort and CUB's reduce, code of
-the toolkit's own), each for sm_80 and sm_90. Then the whole project of tests/data/launcher (12
-files, CMake, `ninja -j2`) built with nvcc through CMAKE_CUDA_COMPILER_LAUNCHER=kcache, cold and
+the toolkit's own), each for sm_80 and sm_90. Then the whole project of tests/data/launcher (its
+CUDA files, CMake, `ninja -j2`) built with nvcc through CMAKE_CUDA_COMPILER_LAUNCHER=kcache, cold and
 warm after `ninja clean`, beside the same build without it. The median of the rounds and the
 ratios to plain. Writes bench/results/launcher.{md,csv}.
 
@@ -123,7 +123,8 @@ def project_rounds(work, env, rows):
         for k, v in (("cold", cold), ("plain", plain), ("warm", warm)):
             times[k].append(v)
         print(f"project round {r}: cold {cold:.2f} s, plain {plain:.2f} s, warm {warm:.2f} s", file=sys.stderr)
-    add_row(rows, "tests/data/launcher (12 files, ninja -j2)", "nvcc", times)
+    files = len(list((PROJECT / "src").glob("*.cu")))
+    add_row(rows, f"tests/data/launcher ({files} files, ninja -j2)", "nvcc", times)
 
 
 def add_row(rows, source, compiler, times):

@@ -68,13 +68,12 @@ case "${1:-}" in
         # llvm-readobj, llvm-objdump and llvm-nm on every AMD corpus module; the daemon's side of
         # it is Amd.MatchesTheReferenceToolchainRunAsProcesses's, which stays.
         Amd.EveryModuleBecomesCodeObjectsThatLlvmReadsAndDisassembles
-        # The launcher's CMake and Ninja builds of its 12-file project: about 300 nvcc and clang
+        # The launcher's CMake and Ninja builds of its 7-file project: about 150 nvcc and clang
         # compiles through the same daemon code (steps looked up, run, stored, coalesced; host
         # objects offered and checked) that Launcher.Odd*Commands* (misses, hits, host objects,
         # failed steps, uncacheable reports, for nvcc and clang), BadInput.EachBadBuildStep* and
         # Steps.* keep under ASan; the remote tier stays there through Fleet.*.
-        Launcher.ACmakeBuildSharesEveryStepRebuildsNothingAndNeverServesAStaleObject
-        Launcher.ASecondMachineOfTheFleetRunsNoCompilerStep
+        Launcher.ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObject
         Launcher.AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet
       )
       echo "skipped under the sanitizers (deploy/dev.sh says why): ${skip[*]}"
