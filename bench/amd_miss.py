@@ -73,8 +73,12 @@ def hip_jobs():
         name, archs = line.split("\t")[:2]
         for arch in archs.split(","):
             bc = HIP_CORPUS / f"{Path(name).stem}.{arch}.bc"
-            if arch in HIP_ARCHS and bc.exists():
-                jobs.append((bc, arch))
+            if arch not in HIP_ARCHS:
+                continue
+            if not bc.exists():
+                die(f"{bc} is missing: the bench needs every arch of the HIP corpus, "
+                    f"cmake -B {BUILD} -DKCACHE_CORPUS_ARCHS=all && cmake --build {BUILD}")
+            jobs.append((bc, arch))
     return jobs
 
 

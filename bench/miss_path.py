@@ -272,7 +272,8 @@ def main():
         modules = modules[:int(os.environ["KCACHE_BENCH_MODULES"])]
     missing = [str(bitcode(s, a)) for m in modules for a in m["archs"] for s in m["stems"] if not bitcode(s, a).exists()]
     if missing:
-        die(f"the CUDA corpus is not built ({missing[0]} missing): cmake --build {BUILD} --target kcache_cuda_corpus")
+        die(f"the CUDA corpus is not built for every arch ({missing[0]} missing): "
+            f"cmake -B {BUILD} -DKCACHE_CORPUS_ARCHS=all && cmake --build {BUILD} --target kcache_cuda_corpus")
     jobs = sum(len(m["archs"]) for m in modules)
     three = sum(1 for m in modules if "sm_80" in m["archs"])
     work = Path(tempfile.mkdtemp(prefix="kcache-miss."))

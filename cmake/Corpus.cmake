@@ -11,3 +11,25 @@ function(kcache_corpus_lines tsv out)
   set(${out} "${lines}" PARENT_SCOPE)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${tsv}")  # configure again when it changes
 endfunction()
+
+# kcache_corpus_archs(ARCHS INDEX PER_ENTRY OUT): the archs of the corpus entry on row INDEX
+# (0-based) that are built and tested. With KCACHE_CORPUS_ARCHS=all, or when the entry lists no
+# more than PER_ENTRY archs: all of them. Otherwise PER_ENTRY archs spread evenly over its list,
+# starting at INDEX modulo its length, so that consecutive entries take turns and every arch the
+# corpus names is built for some entries. (With PER_ENTRY 2 and a list of wave64 archs then
+# wave32 ones, as tests/data/hip lists them, each entry gets one of each.)
+function(kcache_corpus_archs archs index per_entry out)
+  list(LENGTH archs n)
+  if(KCACHE_CORPUS_ARCHS STREQUAL "all" OR n LESS_EQUAL per_entry)
+    set(${out} "${archs}" PARENT_SCOPE)
+    return()
+  endif()
+  set(picked "")
+  math(EXPR last "${per_entry} - 1")
+  foreach(j RANGE ${last})
+    math(EXPR at "(${index} + ${j} * ${n} / ${per_entry}) % ${n}")
+    list(GET archs ${at} arch)
+    list(APPEND picked "${arch}")
+  endforeach()
+  set(${out} "${picked}" PARENT_SCOPE)
+endfunction()

@@ -25,7 +25,7 @@ struct HipFile {
 
 std::vector<HipFile> read_hip_corpus() {
   std::vector<HipFile> out;
-  std::ifstream tsv(std::filesystem::path(KCACHE_TEST_DATA_DIR) / "hip/corpus.tsv");
+  std::ifstream tsv(KCACHE_HIP_CORPUS_TSV);  // the list as built: the archs KCACHE_CORPUS_ARCHS picked
   std::string line;
   std::getline(tsv, line);  // header
   while (std::getline(tsv, line)) {

@@ -17,10 +17,11 @@ extern const char* const k_llvm_tools;         // LLVM 22's bin folder
 extern const char* const k_cuda_root;          // the CUDA toolkit searched by default
 extern const char* const k_cuda_corpus;        // the built CUDA corpus, or "" when not built
 extern const char* const k_cuda_corpus_skip;   // why it was not built
-extern const char* const k_cuda_corpus_tsv;    // tests/data/cuda/corpus.tsv
+extern const char* const k_cuda_corpus_tsv;    // its module list as built (the archs picked)
 extern const char* const k_amd_corpus;         // the built AMD corpus, or ""
 extern const char* const k_hip_corpus;         // the built HIP corpus, or ""
 extern const char* const k_hip_corpus_skip;    // why it was not built
+extern const char* const k_hip_corpus_tsv;     // its file list as built (the archs picked)
 }  // namespace kcache::test::paths
 
 // The names the tests have always used.
@@ -38,5 +39,6 @@ extern const char* const k_hip_corpus_skip;    // why it was not built
 #define KCACHE_CUDA_CORPUS_SKIP_REASON ::kcache::test::paths::k_cuda_corpus_skip
 #define KCACHE_CUDA_CORPUS_TSV ::kcache::test::paths::k_cuda_corpus_tsv
 #define KCACHE_AMD_CORPUS_DIR ::kcache::test::paths::k_amd_corpus
+#define KCACHE_HIP_CORPUS_TSV ::kcache::test::paths::k_hip_corpus_tsv
 #define KCACHE_HIP_CORPUS_DIR ::kcache::test::paths::k_hip_corpus
 #define KCACHE_HIP_CORPUS_SKIP_REASON ::kcache::test::paths::k_hip_corpus_skip

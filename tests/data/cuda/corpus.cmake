@@ -1,5 +1,7 @@
-# The CUDA pattern corpus (tests/data/cuda): every source of corpus.tsv compiled, for every arch its
-# module lists, by clang to device bitcode and, where the CUDA toolkit has nvcc, by nvcc to PTX.
+# The CUDA pattern corpus (tests/data/cuda): every source of corpus.tsv compiled, for the archs of
+# its module that KCACHE_CORPUS_ARCHS picks (kcache_corpus_archs: one per module, taking turns, or
+# every arch it lists), by clang to device bitcode and, where the CUDA toolkit has nvcc, by nvcc
+# to PTX.
 #
 # include()d from tests/CMakeLists.txt. Inputs:
 #   KCACHE_CLANG      clang-22 (the project sets it)
@@ -10,9 +12,11 @@
 #   KCACHE_CUDA_CORPUS_DIR              that folder, or empty when the corpus cannot be built
 #   KCACHE_CUDA_CORPUS_SKIP_REASON      why it is empty (for GTEST_SKIP), else empty
 #   KCACHE_CUDA_CORPUS_NVCC             ON when the nvcc PTX files are built too
-#   KCACHE_CUDA_CORPUS_TSV              the module list (tab-separated: module sources archs flags notes)
+#   KCACHE_CUDA_CORPUS_TSV              the module list as built (tab-separated: module sources archs
+#                                       flags notes), written beside the files: the archs built
 
 set(KCACHE_CUDA_CORPUS_TSV "${CMAKE_CURRENT_LIST_DIR}/corpus.tsv")
+set(_kc_corpus_list "${KCACHE_CUDA_CORPUS_TSV}")
 set(_kc_corpus_src_dir "${CMAKE_CURRENT_LIST_DIR}")
 set(_kc_corpus_out_dir "${CMAKE_CURRENT_BINARY_DIR}/cuda")
 set(KCACHE_CUDA_CORPUS_DIR "")
@@ -49,7 +53,13 @@ set(_kc_clang_flags
   -x cuda --cuda-path=${KCACHE_CUDA_ROOT} --cuda-device-only -emit-llvm -c -O2
   -Wno-unknown-cuda-version -I${KCACHE_CUDA_ROOT}/include/cccl)
 
-kcache_corpus_lines("${KCACHE_CUDA_CORPUS_TSV}" _kc_corpus_lines)
+kcache_corpus_lines("${_kc_corpus_list}" _kc_corpus_lines)
+set(KCACHE_CUDA_CORPUS_TSV "${_kc_corpus_out_dir}/corpus.tsv")
+set(_kc_corpus_built "module\tsources\tarchs\tflags\tnotes\n")
+set(_kc_corpus_index 0)
+# Modules that tests read by name (driver_test.cpp), built for these archs whatever the sample
+# picks; like every built module, in the parity test too.
+set(_kc_corpus_named warp_shuffle.sm_80 ptx_isa_newer_sm90.sm_90)
 set(_kc_corpus_outputs "")
 set(_kc_corpus_seen "")  # "<stem>.<arch>" already given a rule
 foreach(_line IN LISTS _kc_corpus_lines)
@@ -59,9 +69,22 @@ foreach(_line IN LISTS _kc_corpus_lines)
     message(FATAL_ERROR "corpus.tsv: malformed line: ${_line}")
   endif()
   set(_module "${CMAKE_MATCH_1}")
+  set(_sources_field "${CMAKE_MATCH_2}")
+  set(_flags_field "${CMAKE_MATCH_4}")
   string(REPLACE "," ";" _sources "${CMAKE_MATCH_2}")
   string(REPLACE "," ";" _archs "${CMAKE_MATCH_3}")
   string(REPLACE "," ";" _flags "${CMAKE_MATCH_4}")
+  kcache_corpus_archs("${_archs}" ${_kc_corpus_index} 1 _picked)
+  math(EXPR _kc_corpus_index "${_kc_corpus_index} + 1")
+  set(_listed "${_archs}")
+  set(_archs "")
+  foreach(_arch IN LISTS _listed)  # in the list's order: the picked ones and the named ones
+    if("${_arch}" IN_LIST _picked OR "${_module}.${_arch}" IN_LIST _kc_corpus_named)
+      list(APPEND _archs "${_arch}")
+    endif()
+  endforeach()
+  string(REPLACE ";" "," _built_archs "${_archs}")
+  string(APPEND _kc_corpus_built "${_module}\t${_sources_field}\t${_built_archs}\t${_flags_field}\t-\n")
 
   set(_clang_extra "")
   set(_nvcc_extra "")
@@ -111,11 +134,15 @@ foreach(_line IN LISTS _kc_corpus_lines)
   endforeach()
 endforeach()
 
+file(CONFIGURE OUTPUT "${KCACHE_CUDA_CORPUS_TSV}" CONTENT "${_kc_corpus_built}" @ONLY)
 add_custom_target(kcache_cuda_corpus ALL DEPENDS ${_kc_corpus_outputs})
 list(LENGTH _kc_corpus_outputs _kc_corpus_count)
-message(STATUS "CUDA corpus: ${_kc_corpus_count} files in ${KCACHE_CUDA_CORPUS_DIR} (nvcc: ${KCACHE_CUDA_CORPUS_NVCC})")
+message(STATUS "CUDA corpus: ${_kc_corpus_count} files in ${KCACHE_CUDA_CORPUS_DIR} (nvcc: ${KCACHE_CUDA_CORPUS_NVCC}, "
+               "archs: ${KCACHE_CORPUS_ARCHS})")
 
 unset(_kc_corpus_lines)
+unset(_kc_corpus_built)
+unset(_kc_corpus_named)
 unset(_kc_corpus_outputs)
 unset(_kc_corpus_seen)
 unset(_kc_corpus_count)

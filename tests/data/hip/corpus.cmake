@@ -1,15 +1,18 @@
 # The HIP pattern corpus (tests/data/hip): every source of corpus.tsv compiled by clang-22 against
-# Debian's HIP 5.2.3 headers (libamdhip64-dev) to amdgcn device bitcode, once for each arch it
-# lists, as real HIP builds compile one device pass per --offload-arch.
+# Debian's HIP 5.2.3 headers (libamdhip64-dev) to amdgcn device bitcode, once for each arch that
+# KCACHE_CORPUS_ARCHS picks of those it lists (kcache_corpus_archs: one wave64 and one wave32 arch
+# per file, taking turns, or all), as real HIP builds compile one device pass per --offload-arch.
 #
 # include()d from tests/CMakeLists.txt. Inputs: KCACHE_CLANG, KCACHE_COMPILER_LAUNCHER.
 # Outputs:
 #   target kcache_hip_corpus (ALL)   builds ${CMAKE_CURRENT_BINARY_DIR}/hip/<stem>.<arch>.bc
 #   KCACHE_HIP_CORPUS_DIR            that folder, or empty when the corpus cannot be built
 #   KCACHE_HIP_CORPUS_SKIP_REASON    why it is empty (for GTEST_SKIP), else empty
-#   KCACHE_HIP_CORPUS_TSV            the list (tab-separated: file archs kernels notes)
+#   KCACHE_HIP_CORPUS_TSV            the list as built (tab-separated: file archs kernels notes),
+#                                    written beside the files: the archs built
 
 set(KCACHE_HIP_CORPUS_TSV "${CMAKE_CURRENT_LIST_DIR}/corpus.tsv")
+set(_kc_hip_list "${KCACHE_HIP_CORPUS_TSV}")
 set(KCACHE_HIP_CORPUS_DIR "")
 set(KCACHE_HIP_CORPUS_SKIP_REASON "")
 set(_kc_hip_src_dir "${CMAKE_CURRENT_LIST_DIR}")
@@ -36,16 +39,34 @@ file(MAKE_DIRECTORY "${_kc_hip_out_dir}")
 set(_kc_hip_flags -x hip --offload-device-only --no-gpu-bundle-output -nogpulib -O2 -emit-llvm -c
     -mcode-object-version=5 -include "${_kc_hip_src_dir}/hip_prelude.h")
 
-kcache_corpus_lines("${KCACHE_HIP_CORPUS_TSV}" _kc_hip_lines)
+kcache_corpus_lines("${_kc_hip_list}" _kc_hip_lines)
+set(KCACHE_HIP_CORPUS_TSV "${_kc_hip_out_dir}/corpus.tsv")
+set(_kc_hip_built "file\tarchs\tkernels\tnotes\n")
+# Bitcode that tests read by name (hip_parity_test.cpp: retargeting to another gfx, the device
+# libraries), built whatever the sample picks; like every built file, in the parity test too.
+set(_kc_hip_named warp_shuffle.gfx90a warp_shuffle.gfx1030 warp_vote.gfx1030 mfma_unguarded.gfx90a
+    wmma_unguarded.gfx1100 atomics_int.gfx90a block_sync_fences.gfx90a)
+set(_kc_hip_index 0)
 set(_kc_hip_outputs "")
 foreach(_line IN LISTS _kc_hip_lines)
-  string(REGEX MATCH "^([^\t]+)\t([^\t]+)\t" _fields "${_line}")
+  string(REGEX MATCH "^([^\t]+)\t([^\t]+)\t([^\t]+)" _fields "${_line}")
   if(NOT _fields)
     message(FATAL_ERROR "tests/data/hip/corpus.tsv: malformed line: ${_line}")
   endif()
   set(_source "${CMAKE_MATCH_1}")
-  string(REPLACE "," ";" _archs "${CMAKE_MATCH_2}")
+  set(_kernels "${CMAKE_MATCH_3}")
+  string(REPLACE "," ";" _listed "${CMAKE_MATCH_2}")
   get_filename_component(_stem "${_source}" NAME_WE)
+  kcache_corpus_archs("${_listed}" ${_kc_hip_index} 2 _picked)
+  math(EXPR _kc_hip_index "${_kc_hip_index} + 1")
+  set(_archs "")
+  foreach(_arch IN LISTS _listed)  # in the list's order: the picked ones and the named ones
+    if("${_arch}" IN_LIST _picked OR "${_stem}.${_arch}" IN_LIST _kc_hip_named)
+      list(APPEND _archs "${_arch}")
+    endif()
+  endforeach()
+  string(REPLACE ";" "," _built_archs "${_archs}")
+  string(APPEND _kc_hip_built "${_source}\t${_built_archs}\t${_kernels}\t-\n")
   foreach(_arch IN LISTS _archs)
     # HIP 5.2's warpSize comes from __AMDGCN_WAVEFRONT_SIZE, which clang-22 no longer defines:
     # 64 on gfx9, 32 on gfx10 and newer (HIP's defaults).
@@ -69,11 +90,14 @@ foreach(_line IN LISTS _kc_hip_lines)
   endforeach()
 endforeach()
 
+file(CONFIGURE OUTPUT "${KCACHE_HIP_CORPUS_TSV}" CONTENT "${_kc_hip_built}" @ONLY)
 add_custom_target(kcache_hip_corpus ALL DEPENDS ${_kc_hip_outputs})
 list(LENGTH _kc_hip_outputs _kc_hip_count)
-message(STATUS "HIP corpus: ${_kc_hip_count} files in ${KCACHE_HIP_CORPUS_DIR}")
+message(STATUS "HIP corpus: ${_kc_hip_count} files in ${KCACHE_HIP_CORPUS_DIR} (archs: ${KCACHE_CORPUS_ARCHS})")
 
 unset(_kc_hip_lines)
+unset(_kc_hip_built)
+unset(_kc_hip_named)
 unset(_kc_hip_outputs)
 unset(_kc_hip_count)
 unset(_kc_hip_flags)
