@@ -326,6 +326,7 @@ Expected<WorkerSet::Process> WorkerSet::spawn() {
                       "cannot start a compile worker (" + m_executable.string() + "): " + std::strerror(rc));
   }
   p.fd = fds[0];
+  ++m_started;
   // A worker that cannot take it has died: await_hello says how.
   if (auto sent = send_message(p.fd, setup_message(m_config.tool_runs)); !sent) {
     spdlog::debug("a compile worker (pid {}) did not take its setup: {}", p.pid, sent.error().message);
@@ -379,22 +380,16 @@ std::string WorkerSet::reap(Process& p, bool kill_first) {
 }
 
 Expected<WorkerSet::Report> WorkerSet::start(std::size_t count) {
-  std::vector<Process> started;
-  for (std::size_t i = 0; i < count; ++i) {
-    auto p = spawn();
-    if (!p) return p.error();
-    started.push_back(*p);
+  auto p = spawn();
+  if (!p) return p.error();
+  Expected<void> hello = await_hello(*p);
+  p->ready = true;
+  {
+    std::lock_guard lock(m_mutex);
+    if (p->pid > 0) m_idle.push_back(*p);
+    m_unstarted = count > 0 ? count - 1 : 0;
   }
-  Expected<void> result;
-  for (Process& p : started) {
-    if (auto hello = await_hello(p); !hello && result) result = hello;
-    p.ready = true;
-  }
-  std::lock_guard lock(m_mutex);
-  for (Process& p : started) {
-    if (p.pid > 0) m_idle.push_back(p);
-  }
-  if (!result) return result.error();
+  if (!hello) return hello.error();
   if (!m_reference) return make_error(ErrorCode::k_internal, "no compile worker was started");
   return *m_reference;
 }
@@ -467,17 +462,28 @@ Expected<Result> WorkerSet::exchange(Job& message, Clock::time_point deadline, c
   // A worker that died while idle (the OOM killer, an operator) costs no job: try another.
   for (int attempt = 0;; ++attempt) {
     Process p;
+    bool first_of_its_thread = false;  // a worker start() made room for, started for this job
     {
       std::lock_guard lock(m_mutex);
       if (!m_idle.empty()) {
         p = m_idle.back();
         m_idle.pop_back();
+      } else if (m_unstarted > 0) {
+        --m_unstarted;
+        first_of_its_thread = true;
       }
     }
-    if (p.pid < 0) {  // every thread owns one worker: none idle means its replacement failed to start
-      ++m_restarts;
+    // None idle: this thread's worker was never needed before, or its replacement failed to start.
+    if (p.pid < 0) {
+      if (!first_of_its_thread) ++m_restarts;
       auto spawned = spawn();
-      if (!spawned) return spawned.error();
+      if (!spawned) {
+        if (first_of_its_thread) {
+          std::lock_guard lock(m_mutex);
+          ++m_unstarted;
+        }
+        return spawned.error();
+      }
       p = *spawned;
     }
     if (!p.ready) {

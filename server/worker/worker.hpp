@@ -59,9 +59,11 @@ class WorkerSet {
     std::string nvrtc_version;      // "" where it has no NVRTC
   };
 
-  // Starts `count` workers at once and waits until each has detected its toolchain, so the first
-  // jobs do not pay for it. Fails when a worker cannot start or workers disagree. Returns what
-  // they detected; every worker started later must report the same.
+  // Makes room for `count` workers (one per compile thread) and starts the first, waiting until it
+  // has detected its toolchain. The others start as jobs first need them, so a daemon that is
+  // only asked for hits, or compiles one thing at a time, runs one worker, not one per core.
+  // Fails when the first worker cannot start. Returns what it detected; every worker started
+  // later must report the same.
   Expected<Report> start(std::size_t count);
 
   // Runs `job` on an idle worker (starting one if none is idle). Thread-safe.
@@ -70,6 +72,7 @@ class WorkerSet {
   Expected<StepRun> run_step(const StepWork& work, const std::vector<unsigned>& cpus, const Key& key);
 
   std::uint64_t restarts() const { return m_restarts; }  // workers started to replace dead ones
+  std::uint64_t started() const { return m_started; }    // workers started, first ones included
   std::uint64_t crashes() const { return m_crashes; }    // workers that died or were killed
 
  private:
@@ -93,9 +96,10 @@ class WorkerSet {
   const std::filesystem::path m_executable;
   const WorkerConfig m_config;
   std::optional<Report> m_reference;  // the first worker's report; set once, by start()
-  std::mutex m_mutex;  // guards m_idle
+  std::mutex m_mutex;  // guards m_idle and m_unstarted
   std::vector<Process> m_idle;
-  std::atomic<std::uint64_t> m_restarts{0}, m_crashes{0};
+  std::size_t m_unstarted = 0;  // workers start() made room for that no job has needed yet
+  std::atomic<std::uint64_t> m_restarts{0}, m_crashes{0}, m_started{0};
 };
 
 }  // namespace kcache::server::worker
