@@ -6,8 +6,12 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#if __has_include(<sanitizer/lsan_interface.h>)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string_view>
 
@@ -63,6 +67,22 @@ int verify_store(const kcache::server::Config& config) {
   return report->problems.empty() && !report->counters_wrong ? 0 : 1;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define KCACHE_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KCACHE_LEAK_CHECK 1
+#endif
+#endif
+
+// LeakSanitizer's check, which sanitizer builds run at exit (std::_Exit skips it); a leak found
+// ends the process with LeakSanitizer's exit code, as at exit.
+void check_leaks_before_exit() {
+#ifdef KCACHE_LEAK_CHECK
+  __lsan_do_leak_check();
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +134,12 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal);
   spdlog::info("{} received: finishing in-flight jobs", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   (*daemon)->shutdown();
+  daemon->reset();  // the store closed, the workers ended (the gRPC server is left to the exit: ~Daemon)
   spdlog::info("stopped cleanly");
-  return 0;
+  spdlog::shutdown();
+  // Static destructors would run gRPC's library teardown after all, with its threads still
+  // running: leave without them, as everything kcached keeps is closed. Leak checking (in
+  // sanitizer builds, normally run at exit) runs here.
+  check_leaks_before_exit();
+  std::_Exit(0);
 }

@@ -232,8 +232,14 @@ TEST_F(RoundTrip, SigtermLetsTheCompileInProgressFinishAndKeepsIt) {
   }
   kill(m_daemon->pid(), SIGTERM);
   client.join();
+  auto answered = std::chrono::steady_clock::now();
   ASSERT_TRUE(result) << result.error().message;
   EXPECT_EQ(result->outcome(), v1::OUTCOME_MISS);
+  // Once the call is answered, kcached exits: its stop does not linger (gRPC's library teardown
+  // used to wait up to 10 s on a poll here, in about half of the runs).
+  EXPECT_EQ(m_daemon->stop(), 0) << "kcached did not shut down cleanly on SIGTERM";
+  EXPECT_LT(std::chrono::steady_clock::now() - answered, std::chrono::seconds(5))
+      << "kcached lingered after the compile it finished";
 
   restart();  // asserts the clean exit
   auto again = m_client->compile(request);
