@@ -451,8 +451,9 @@ TEST_F(Fleet, ALeaseWhoseHolderDiedExpiresAndAnotherDaemonCompiles) {
   EXPECT_EQ(s.compiles(), 1u);
 }
 
-// Redis stops for ten seconds under load: every request is still answered (from local or by
-// compiling), the errors are counted, and writes resume once Redis is back.
+// Redis stops under load, until 20 more requests were answered with it down and its errors are
+// counted: every request is still answered (from local or by compiling), and writes resume once
+// Redis is back.
 TEST_F(Fleet, RedisStoppedUnderLoadFailsNoRequestAndWritesResume) {
   auto redis = RedisServer::start(m_dir.path() / "redis");
   Member a = join("a", redis->url(), {"--remote-timeout-ms", "200", "--remote-connect-timeout-ms", "100"});
@@ -474,11 +475,9 @@ TEST_F(Fleet, RedisStoppedUnderLoadFailsNoRequestAndWritesResume) {
   ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() >= 3; }));
   redis->stop();
   int sent_before = sent;
-  auto down_until = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < down_until) std::this_thread::sleep_for(100ms);
-  EXPECT_GT(sent - sent_before, 10) << "requests kept being answered while Redis was down";
-  std::uint64_t errors = a.stats().remote_errors();
-  EXPECT_GT(errors, 0u);
+  EXPECT_TRUE(eventually([&] { return sent - sent_before >= 20 && a.stats().remote_errors() > 0; }, 30s))
+      << "requests kept being answered while Redis was down, its errors counted: " << sent - sent_before
+      << " answered, " << a.stats().remote_errors() << " errors";
   redis->restart();
   std::uint64_t writes = a.stats().remote_writes();
   EXPECT_TRUE(eventually([&] { return a.stats().remote_writes() > writes + 2; }, 30s)) << "writes resume";
