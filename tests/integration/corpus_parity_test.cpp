@@ -35,8 +35,9 @@ std::vector<std::string> split(const std::string& text, char by) {
   return out;
 }
 
-std::vector<CorpusModule> read_corpus() {
-  std::ifstream tsv(KCACHE_CUDA_CORPUS_TSV);
+// The module list as built (the archs KCACHE_CORPUS_ARCHS picked), or another list of its form.
+std::vector<CorpusModule> read_corpus(const std::filesystem::path& list = KCACHE_CUDA_CORPUS_TSV) {
+  std::ifstream tsv(list);
   std::vector<CorpusModule> out;
   std::string line;
   std::getline(tsv, line);  // header
@@ -237,6 +238,31 @@ Outcome through_kcache(Client& client, const CorpusModule& m, const std::string&
     }
   }
   return o;
+}
+
+// The corpus as built keeps every module of tests/data/cuda/corpus.tsv, each for archs it lists
+// (their bitcode built), and every arch the list names is built for some module: a sample of
+// archs, never of patterns (docs/development.md, "The corpora's archs").
+TEST(CorpusSample, EveryModuleAndEveryArchOfTheListIsBuilt) {
+  if (std::string(KCACHE_CUDA_CORPUS_DIR).empty()) GTEST_SKIP() << "no CUDA corpus: " << KCACHE_CUDA_CORPUS_SKIP_REASON;
+  std::vector<CorpusModule> listed = read_corpus(std::filesystem::path(KCACHE_TEST_DATA_DIR) / "cuda" / "corpus.tsv");
+  std::vector<CorpusModule> built = read_corpus();
+  ASSERT_EQ(built.size(), listed.size());
+  std::set<std::string> listed_archs, built_archs;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(built[i].name, listed[i].name);
+    EXPECT_FALSE(built[i].archs.empty()) << listed[i].name << " is built for no arch";
+    listed_archs.insert(listed[i].archs.begin(), listed[i].archs.end());
+    for (const std::string& arch : built[i].archs) {
+      built_archs.insert(arch);
+      EXPECT_NE(std::find(listed[i].archs.begin(), listed[i].archs.end(), arch), listed[i].archs.end())
+          << listed[i].name << " is built for " << arch << ", which it does not list";
+      for (const std::string& stem : built[i].stems) {
+        EXPECT_TRUE(std::filesystem::exists(corpus_file(stem, arch, ".bc"))) << stem << " for " << arch;
+      }
+    }
+  }
+  EXPECT_EQ(built_archs, listed_archs) << "an arch of the list is built for no module";
 }
 
 class CorpusParity : public DaemonTest {

@@ -5,6 +5,7 @@
 // bare toolchain accepts, with exactly its kernels; it may accept more (it sets the oclc control
 // constants itself, where rocm-device-libs 5.2.3 has no file for gfx942 or gfx11). Then the rule
 // for bitcode made for another arch (docs/pipelines.md, "AMD"), on the same corpus.
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -23,9 +24,10 @@ struct HipFile {
   std::size_t kernels = 0;         // as the bare toolchain lists them
 };
 
-std::vector<HipFile> read_hip_corpus() {
+// The file list as built (the archs KCACHE_CORPUS_ARCHS picked), or another list of its form.
+std::vector<HipFile> read_hip_corpus(const std::filesystem::path& list = KCACHE_HIP_CORPUS_TSV) {
   std::vector<HipFile> out;
-  std::ifstream tsv(KCACHE_HIP_CORPUS_TSV);  // the list as built: the archs KCACHE_CORPUS_ARCHS picked
+  std::ifstream tsv(list);
   std::string line;
   std::getline(tsv, line);  // header
   while (std::getline(tsv, line)) {
@@ -96,6 +98,35 @@ Outcome through_kcache(Client& client, const std::filesystem::path& bitcode, con
   std::filesystem::path hsaco = dir / "kcache.hsaco";
   write_file(hsaco, response->images(0).data());
   return {true, {}, code_object_kernels(hsaco)};
+}
+
+// The corpus as built keeps every file of tests/data/hip/corpus.tsv, each for archs it lists (their
+// bitcode built) and for both wave sizes where it lists both, and every arch the list names is
+// built for some file (docs/development.md, "The corpora's archs").
+TEST(HipCorpusSample, EveryFileBothWaveSizesAndEveryArchOfTheListAreBuilt) {
+  if (std::string(KCACHE_HIP_CORPUS_DIR).empty()) GTEST_SKIP() << "no HIP corpus: " << KCACHE_HIP_CORPUS_SKIP_REASON;
+  std::vector<HipFile> listed = read_hip_corpus(std::filesystem::path(KCACHE_TEST_DATA_DIR) / "hip" / "corpus.tsv");
+  std::vector<HipFile> built = read_hip_corpus();
+  ASSERT_EQ(built.size(), listed.size());
+  auto wave32 = [](const std::string& arch) { return arch.rfind("gfx1", 0) == 0 && arch.size() >= 7; };  // gfx10xx, gfx11xx
+  auto waves = [&](const std::vector<std::string>& archs) {
+    std::set<bool> out;
+    for (const std::string& arch : archs) out.insert(wave32(arch));
+    return out;
+  };
+  std::set<std::string> listed_archs, built_archs;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(built[i].file, listed[i].file);
+    EXPECT_EQ(waves(built[i].archs), waves(listed[i].archs)) << listed[i].file << ": a wave size it lists is not built";
+    listed_archs.insert(listed[i].archs.begin(), listed[i].archs.end());
+    for (const std::string& arch : built[i].archs) {
+      built_archs.insert(arch);
+      EXPECT_NE(std::find(listed[i].archs.begin(), listed[i].archs.end(), arch), listed[i].archs.end())
+          << listed[i].file << " is built for " << arch << ", which it does not list";
+      EXPECT_TRUE(std::filesystem::exists(hip_bitcode(built[i].stem, arch))) << built[i].stem << " for " << arch;
+    }
+  }
+  EXPECT_EQ(built_archs, listed_archs) << "an arch of the list is built for no file";
 }
 
 class HipParity : public DaemonTest {
