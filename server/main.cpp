@@ -134,12 +134,12 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal);
   spdlog::info("{} received: finishing in-flight jobs", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   (*daemon)->shutdown();
-  daemon->reset();  // the store closed, the workers ended (the gRPC server is left to the exit: ~Daemon)
+  daemon->reset();  // the connections, the store and the workers closed (gRPC's teardown may go on: ~Daemon)
   spdlog::info("stopped cleanly");
   spdlog::shutdown();
-  // Static destructors would run gRPC's library teardown after all, with its threads still
-  // running: leave without them, as everything kcached keeps is closed. Leak checking (in
-  // sanitizer builds, normally run at exit) runs here.
+  // Leave without static destructors: gRPC's library teardown may still be waiting on a poll
+  // (~Daemon), and everything kcached keeps is closed. Leak checking, which sanitizer builds
+  // run at exit, runs here.
   check_leaks_before_exit();
   std::_Exit(0);
 }
