@@ -30,12 +30,13 @@ Image image_with_kernels(const std::string& arch, std::size_t count, std::size_t
 
 TEST(Activity, KeepsTheNewestCompilesAndErrorsWithinItsBounds) {
   Activity activity;
-  std::vector<Image> images = {image_with_kernels("sm_80", 1000, 100000), image_with_kernels("sm_90", 10, 100000)};
+  std::vector<Image> images = {image_with_kernels("sm_80", 1000, 4096), image_with_kernels("sm_90", 10, 4096)};
   for (int i = 0; i < 60; ++i) activity.compiled(Side::device, "key" + std::to_string(i), images, i);
-  std::vector<std::string> many_archs(1000, std::string(100000, 'a'));
+  // Each past its bound many times over (16 archs, 256 bytes a name, 4 KiB a message, 50 errors).
+  std::vector<std::string> many_archs(200, std::string(4096, 'a'));
   for (int i = 0; i < 200; ++i) {
     activity.failed("compile", "key" + std::to_string(i), "device", many_archs,
-                    make_error(ErrorCode::k_invalid_argument, std::string(1 << 20, '<')));
+                    make_error(ErrorCode::k_invalid_argument, std::string(64 << 10, '<')));
   }
 
   auto compiles = activity.compiles();
