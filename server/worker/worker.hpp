@@ -2,11 +2,12 @@
 // `kcached --worker`, so a module that crashes or hangs LLVM or ptxas, or eats memory, costs one
 // job and one worker, never the daemon, the store or the hit path.
 //
-// The daemon side is WorkerSet: one worker per compile thread, each spoken to over its own
-// socket pair (channel.hpp, protocol in proto/kcache/worker/worker.proto). A job gets the
-// worker's reply, or: DEADLINE_EXCEEDED when it overruns its deadline (the worker is killed),
-// INTERNAL naming the signal or exit status when the worker dies. A dead worker is replaced at
-// once: the replacement starts while the failed job's error goes back.
+// The daemon side is WorkerSet: up to one worker per compile thread, the first started with the
+// daemon and the others as jobs first need them, each spoken to over its own socket pair
+// (channel.hpp, protocol in proto/kcache/worker/worker.proto). A job gets the worker's reply,
+// or: DEADLINE_EXCEEDED when it overruns its deadline (the worker is killed), INTERNAL naming
+// the signal or exit status when the worker dies. A dead worker is replaced at once: the
+// replacement starts while the failed job's error goes back.
 #pragma once
 
 #include <sys/types.h>
