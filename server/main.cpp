@@ -18,6 +18,7 @@
 #include "config.hpp"
 #include "compile/object_check.hpp"
 #include "daemon.hpp"
+#include "sanitizers.hpp"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
 
@@ -67,18 +68,10 @@ int verify_store(const kcache::server::Config& config) {
   return report->problems.empty() && !report->counters_wrong ? 0 : 1;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KCACHE_LEAK_CHECK 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KCACHE_LEAK_CHECK 1
-#endif
-#endif
-
 // LeakSanitizer's check, which sanitizer builds run at exit (std::_Exit skips it); a leak found
 // ends the process with LeakSanitizer's exit code, as at exit.
 void check_leaks_before_exit() {
-#ifdef KCACHE_LEAK_CHECK
+#ifdef KCACHE_ASAN
   __lsan_do_leak_check();
 #endif
 }

@@ -22,6 +22,7 @@
 
 #include "image_proto.hpp"
 #include "kcache/worker/worker.pb.h"
+#include "sanitizers.hpp"
 #include "wire/wire.hpp"
 #include "worker/channel.hpp"
 #include "worker/fault_hook.hpp"
@@ -44,17 +45,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int k_channel_fd = 3;                              // the worker's end of its socket pair
 constexpr auto k_start_timeout = std::chrono::seconds(120);  // toolchain detection runs ptxas
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool k_asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool k_asan = true;
-#else
-constexpr bool k_asan = false;
-#endif
-#else
-constexpr bool k_asan = false;
-#endif
 
 CubinAssembler parse_assembler(const std::string& name) {
   return name == "ptxas" ? CubinAssembler::ptxas : name == "nvjitlink" ? CubinAssembler::nvjitlink
@@ -326,7 +316,6 @@ Expected<WorkerSet::Process> WorkerSet::spawn() {
                       "cannot start a compile worker (" + m_executable.string() + "): " + std::strerror(rc));
   }
   p.fd = fds[0];
-  ++m_started;
   // A worker that cannot take it has died: await_hello says how.
   if (auto sent = send_message(p.fd, setup_message(m_config.tool_runs)); !sent) {
     spdlog::debug("a compile worker (pid {}) did not take its setup: {}", p.pid, sent.error().message);

@@ -73,7 +73,6 @@ class WorkerSet {
   Expected<StepRun> run_step(const StepWork& work, const std::vector<unsigned>& cpus, const Key& key);
 
   std::uint64_t restarts() const { return m_restarts; }  // workers started to replace dead ones
-  std::uint64_t started() const { return m_started; }    // workers started, first ones included
   std::uint64_t crashes() const { return m_crashes; }    // workers that died or were killed
 
  private:
@@ -100,7 +99,7 @@ class WorkerSet {
   std::mutex m_mutex;  // guards m_idle and m_unstarted
   std::vector<Process> m_idle;
   std::size_t m_unstarted = 0;  // workers start() made room for that no job has needed yet
-  std::atomic<std::uint64_t> m_restarts{0}, m_crashes{0}, m_started{0};
+  std::atomic<std::uint64_t> m_restarts{0}, m_crashes{0};
 };
 
 }  // namespace kcache::server::worker
