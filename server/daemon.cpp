@@ -39,6 +39,8 @@ namespace {
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
 constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
 constexpr auto k_grpc_teardown_grace = std::chrono::milliseconds(1000);
+// For the gate to pass on gRPC's last replies (past its own 1 s per closing connection).
+constexpr auto k_gate_drain_grace = std::chrono::milliseconds(1500);
 // How long shutdown waits for queued remote writes.
 constexpr auto k_remote_flush_grace = std::chrono::seconds(2);
 constexpr std::size_t k_min_grpc_memory = 128ULL << 20;  // gRPC's buffers, at least (ResourceQuota)
@@ -368,6 +370,10 @@ void Daemon::shutdown() {
     if (left > 0) spdlog::warn("{} calls still running after {}s; cancelling them", left, k_shutdown_grace.count());
     m_server->Shutdown(std::chrono::system_clock::now() + k_reply_flush_grace);
     m_server->Wait();
+  }
+  if (m_gate && !m_gate->drain(std::chrono::steady_clock::now() + k_gate_drain_grace)) {
+    spdlog::warn("some replies were still on their way to clients after {} ms; cutting their connections",
+                 milliseconds(k_gate_drain_grace));
   }
   m_gate.reset();
   if (m_pool) m_pool->shutdown();

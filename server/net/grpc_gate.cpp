@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -173,6 +174,12 @@ class GrpcGate::Impl {
   int m_port = 0;
   std::filesystem::path m_folder, m_socket;
   std::atomic<bool> m_stop_accepting{false};
+  // drain's: set by the caller, then `m_drained` by the event thread once no link holds bytes
+  // from gRPC; m_drain_mutex guards m_drained.
+  std::atomic<bool> m_draining{false};
+  std::mutex m_drain_mutex;
+  std::condition_variable m_drain_done;
+  bool m_drained = false;
 
   void wake() {
     std::uint64_t one = 1;
@@ -195,6 +202,7 @@ class GrpcGate::Impl {
   void watch(Link& l);
   void close(Link& l);
   void sweep();
+  void note_drained();
   bool penalized(const std::string& ip, Clock::time_point now);
 
   PeerCounts m_peers;
@@ -285,7 +293,22 @@ void GrpcGate::Impl::loop() {
       sweep();
       next_sweep = Clock::now() + k_sweep_every;
     }
+    if (m_draining) note_drained();
   }
+}
+
+// A link holds bytes from gRPC while it has a gRPC end, or is passing on the last of them.
+void GrpcGate::Impl::note_drained() {
+  bool drained = std::ranges::none_of(m_links, [](const auto& entry) {
+    const Link& l = *entry.second;
+    return l.client >= 0 && (l.upstream >= 0 || l.closing);
+  });
+  if (!drained) return;
+  {
+    std::lock_guard lock(m_drain_mutex);
+    m_drained = true;
+  }
+  m_drain_done.notify_all();
 }
 
 bool GrpcGate::Impl::penalized(const std::string& ip, Clock::time_point now) {
@@ -660,6 +683,13 @@ std::string GrpcGate::upstream_address() const { return "unix:" + m_impl->m_sock
 void GrpcGate::stop_accepting() {
   m_impl->m_stop_accepting = true;
   m_impl->wake();
+}
+
+bool GrpcGate::drain(std::chrono::steady_clock::time_point deadline) {
+  m_impl->m_draining = true;
+  m_impl->wake();  // the event thread looks at once, not at its next sweep
+  std::unique_lock lock(m_impl->m_drain_mutex);
+  return m_impl->m_drain_done.wait_until(lock, deadline, [&] { return m_impl->m_drained; });
 }
 
 std::string client_of_peer(const std::string& grpc_peer) {

@@ -73,6 +73,11 @@ class GrpcGate {
   std::string upstream_address() const;  // for grpc::ServerBuilder::AddListeningPort
   // Accepts no more connections; those open go on (shutdown lets their calls finish).
   void stop_accepting();
+  // Waits, up to `deadline`, until every byte gRPC wrote has been passed on: each connection has
+  // closed, or has no gRPC end yet. For shutdown after gRPC's own, whose last replies may still be
+  // in the gate: destroying it at once could cut a reply just answered (the client would see the
+  // connection drop and retry a call that was done). False: the deadline passed first.
+  bool drain(std::chrono::steady_clock::time_point deadline);
 
   class Impl;
 
