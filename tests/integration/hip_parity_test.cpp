@@ -51,7 +51,7 @@ std::filesystem::path hip_bitcode(const std::string& stem, const std::string& ma
   return std::filesystem::path(KCACHE_HIP_CORPUS_DIR) / (stem + "." + made_for + ".bc");
 }
 
-struct Outcome {
+struct AmdOutcome {
   bool accepted = false;
   std::string error;
   std::map<std::string, KernelNote> kernels;
@@ -60,7 +60,7 @@ struct Outcome {
 // The bare toolchain, as clang's HIP toolchain links (tests/data/hip/README.md): the device
 // libraries only as far as used and internalized, with the oclc control files that exist for
 // the arch (rocm-device-libs 5.2.3 has no oclc_isa_version for gfx942 or gfx11).
-Outcome reference(const std::filesystem::path& bitcode, const std::string& arch, const std::filesystem::path& dir) {
+AmdOutcome reference(const std::filesystem::path& bitcode, const std::string& arch, const std::filesystem::path& dir) {
   bool wave64 = !arch.starts_with("gfx1");
   std::string isa = k_device_libs / ("oclc_isa_version_" + arch.substr(3) + ".bc");
   std::vector<std::string> link = {(llvm_tools() / "llvm-link").string(), bitcode.string(), "--only-needed",
@@ -89,7 +89,7 @@ Outcome reference(const std::filesystem::path& bitcode, const std::string& arch,
   return {true, {}, code_object_kernels(hsaco)};
 }
 
-Outcome through_kcache(Client& client, const std::filesystem::path& bitcode, const std::string& arch,
+AmdOutcome through_kcache(Client& client, const std::filesystem::path& bitcode, const std::string& arch,
                        const std::filesystem::path& dir) {
   v1::CompileRequest request = device_request(read_file(bitcode), {arch}, {v1::KIND_HSACO});
   request.set_format(v1::FORMAT_LLVM_BITCODE);
@@ -138,7 +138,7 @@ class HipParity : public DaemonTest {
   }
   std::vector<std::string> daemon_args() const override { return {"--workers", "2", "--queue-depth", "64"}; }
 
-  Outcome compile(const std::string& stem, const std::string& made_for, const std::string& arch) {
+  AmdOutcome compile(const std::string& stem, const std::string& made_for, const std::string& arch) {
     return through_kcache(*m_client, hip_bitcode(stem, made_for), arch, m_dir.path());
   }
 };
@@ -149,7 +149,7 @@ TEST_F(HipParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyItsK
   struct Job {
     const HipFile* file;
     std::string arch;
-    Outcome reference, kcache;
+    AmdOutcome reference, kcache;
   };
   std::vector<Job> jobs;
   for (const HipFile& f : corpus) {
@@ -199,23 +199,23 @@ TEST_F(HipParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyItsK
 // the reason where the asked arch cannot run it.
 TEST_F(HipParity, BitcodeForAnotherGfxIsRetargetedKeepingItsWaveSizeOrRefusedWithTheReason) {
   // Wave64 code (gfx90a: warpSize is 64 in the code) on RDNA, which runs either: wave64 mode.
-  Outcome rdna = compile("warp_shuffle", "gfx90a", "gfx1030");
+  AmdOutcome rdna = compile("warp_shuffle", "gfx90a", "gfx1030");
   ASSERT_TRUE(rdna.accepted) << rdna.error;
   ASSERT_FALSE(rdna.kernels.empty());
   for (const auto& [name, note] : rdna.kernels) EXPECT_EQ(note.wave, 64) << name;
   // Wave32 code made for RDNA, retargeted across RDNA generations: still wave32.
-  Outcome rdna3 = compile("warp_vote", "gfx1030", "gfx1100");
+  AmdOutcome rdna3 = compile("warp_vote", "gfx1030", "gfx1100");
   ASSERT_TRUE(rdna3.accepted) << rdna3.error;
   for (const auto& [name, note] : rdna3.kernels) EXPECT_EQ(note.wave, 32) << name;
   // Wave32 code on CDNA (waves of 64 only): every shuffle would change meaning.
-  Outcome cdna = compile("warp_shuffle", "gfx1030", "gfx90a");
+  AmdOutcome cdna = compile("warp_shuffle", "gfx1030", "gfx90a");
   ASSERT_FALSE(cdna.accepted);
   EXPECT_NE(cdna.error.find("INVALID_ARGUMENT"), std::string::npos) << cdna.error;
   EXPECT_NE(cdna.error.find("waves of 32"), std::string::npos) << cdna.error;
   EXPECT_NE(cdna.error.find("gfx1030"), std::string::npos) << cdna.error << ": names what it was made for";
   // Matrix cores where there are none: the instruction and the arch by name, not LLVM's words.
   for (const char* arch : {"gfx1030", "gfx1100"}) {
-    Outcome mfma = compile("mfma_unguarded", "gfx90a", arch);
+    AmdOutcome mfma = compile("mfma_unguarded", "gfx90a", arch);
     ASSERT_FALSE(mfma.accepted) << arch;
     EXPECT_NE(mfma.error.find("INVALID_ARGUMENT"), std::string::npos) << mfma.error;
     EXPECT_NE(mfma.error.find("llvm.amdgcn.mfma."), std::string::npos) << mfma.error;
@@ -224,10 +224,10 @@ TEST_F(HipParity, BitcodeForAnotherGfxIsRetargetedKeepingItsWaveSizeOrRefusedWit
     EXPECT_EQ(mfma.error.find("Cannot select"), std::string::npos) << mfma.error;
   }
   // MFMA code retargeted within CDNA runs: gfx90a's bitcode for gfx942.
-  Outcome cdna3 = compile("mfma_unguarded", "gfx90a", "gfx942");
+  AmdOutcome cdna3 = compile("mfma_unguarded", "gfx90a", "gfx942");
   EXPECT_TRUE(cdna3.accepted) << cdna3.error;
   // WMMA (RDNA 3) on RDNA 2: named as such.
-  Outcome wmma = compile("wmma_unguarded", "gfx1100", "gfx1030");
+  AmdOutcome wmma = compile("wmma_unguarded", "gfx1100", "gfx1030");
   ASSERT_FALSE(wmma.accepted);
   EXPECT_NE(wmma.error.find("WMMA"), std::string::npos) << wmma.error;
   EXPECT_NE(wmma.error.find("gfx1030 does not have"), std::string::npos) << wmma.error;

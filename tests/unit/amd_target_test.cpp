@@ -86,7 +86,7 @@ TEST(AmdTarget, TableAgreesWithLlvm) {
   }
 }
 
-std::optional<std::string> pick(const std::vector<ImageRequest>& images, const char* device,
+std::optional<std::string> pick_amd(const std::vector<ImageRequest>& images, const char* device,
                                  std::optional<ImageKind> kind = std::nullopt) {
   auto s = select_for_side(Side::device, images, device, kind);
   EXPECT_TRUE(s) << device;
@@ -136,17 +136,17 @@ TEST(SelectAmdImage, FollowsTheTargetIdRules) {
   for (const Case& c : cases) {
     std::string stored;
     for (const ImageRequest& r : c.stored) stored += r.arch + "." + std::string(kind_name(r.kind)) + " ";
-    EXPECT_EQ(pick(c.stored, c.device), c.expected) << "device " << c.device << ", stored " << stored;
+    EXPECT_EQ(pick_amd(c.stored, c.device), c.expected) << "device " << c.device << ", stored " << stored;
   }
 }
 
 TEST(SelectAmdImage, AssemblyOnlyByKindAndExactTarget) {
   std::vector<ImageRequest> images = {{"gfx1100", ImageKind::hsaco}, {"gfx1100", ImageKind::amdgcn},
                                       {"gfx11-generic", ImageKind::amdgcn}};
-  EXPECT_EQ(pick(images, "gfx1100", ImageKind::amdgcn), "gfx1100.amdgcn");
-  EXPECT_EQ(pick(images, "gfx1101", ImageKind::amdgcn), std::nullopt);
-  EXPECT_EQ(pick(images, "gfx1100", ImageKind::hsaco), "gfx1100.hsaco");
-  EXPECT_EQ(pick(images, "gfx1100", ImageKind::cubin), std::nullopt);
+  EXPECT_EQ(pick_amd(images, "gfx1100", ImageKind::amdgcn), "gfx1100.amdgcn");
+  EXPECT_EQ(pick_amd(images, "gfx1101", ImageKind::amdgcn), std::nullopt);
+  EXPECT_EQ(pick_amd(images, "gfx1100", ImageKind::hsaco), "gfx1100.hsaco");
+  EXPECT_EQ(pick_amd(images, "gfx1100", ImageKind::cubin), std::nullopt);
 }
 
 TEST(SelectAmdImage, AnInvalidDeviceTargetIsInvalidArgument) {

@@ -13,10 +13,9 @@
 namespace kcache::server {
 namespace {
 
-const Compiler& compiler() { return test::default_compiler(); }
 
-Expected<CompileOutput> compile(const std::string& module, std::vector<ImageRequest> images,
-                                InputFormat format = InputFormat::llvm_text, const Compiler& with = compiler()) {
+Expected<CompileOutput> compile_module(const std::string& module, std::vector<ImageRequest> images,
+                                InputFormat format = InputFormat::llvm_text, const Compiler& with = test::default_compiler()) {
   return test::compile_device_job(module, std::move(images), {}, format, with);
 }
 
@@ -56,7 +55,7 @@ const std::vector<Kernel> k_corpus = {
 
 TEST(DeviceCorpus, PtxHasExactlyTheKernelsAndNoVisibleRuntimeFunction) {
   for (const Kernel& k : k_corpus) {
-    auto out = compile(test::read_test_data(k.file), {{"sm_80", ImageKind::ptx}, {"sm_90", ImageKind::ptx}});
+    auto out = compile_module(test::read_test_data(k.file), {{"sm_80", ImageKind::ptx}, {"sm_90", ImageKind::ptx}});
     ASSERT_TRUE(out) << k.file << ": " << out.error().message;
     for (const Image& image : out->images) {
       const std::string& ptx = image.data;
@@ -77,9 +76,9 @@ TEST(DeviceCorpus, PtxHasExactlyTheKernelsAndNoVisibleRuntimeFunction) {
 }
 
 TEST(DeviceCorpus, CubinsAreCudaElfsForTheirArch) {
-  if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  if (!test::default_compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   for (const Kernel& k : k_corpus) {
-    auto out = compile(test::read_test_data(k.file), {{"sm_80", ImageKind::cubin}, {"sm_90", ImageKind::cubin}});
+    auto out = compile_module(test::read_test_data(k.file), {{"sm_80", ImageKind::cubin}, {"sm_90", ImageKind::cubin}});
     ASSERT_TRUE(out) << k.file << ": " << out.error().message;
     for (const Image& image : out->images) {
       const std::string& elf = image.data;
@@ -100,17 +99,17 @@ TEST(DeviceCorpus, CubinsAreCudaElfsForTheirArch) {
 
 TEST(DeviceCorpus, CompilesAreDeterministic) {
   std::vector<ImageRequest> images = {{"sm_90", ImageKind::ptx}};
-  if (compiler().toolchain().cuda_present) images.push_back({"sm_90", ImageKind::cubin});
+  if (test::default_compiler().toolchain().cuda_present) images.push_back({"sm_90", ImageKind::cubin});
   for (const Kernel& k : k_corpus) {
-    auto a = compile(test::read_test_data(k.file), images);
-    auto b = compile(test::read_test_data(k.file), images);
+    auto a = compile_module(test::read_test_data(k.file), images);
+    auto b = compile_module(test::read_test_data(k.file), images);
     ASSERT_TRUE(a && b) << k.file;
     for (std::size_t i = 0; i < images.size(); ++i) EXPECT_EQ(a->images[i].data, b->images[i].data) << k.file;
   }
 }
 
 TEST(DeviceCorpus, IrFromClangsCudaFrontendCompiles) {
-  if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit for clang's CUDA headers";
+  if (!test::default_compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit for clang's CUDA headers";
   test::TempDir dir;
   test::write_file(dir.path() / "k.cu",
                    "#include <cuda_runtime.h>\n"
@@ -127,7 +126,7 @@ TEST(DeviceCorpus, IrFromClangsCudaFrontendCompiles) {
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto clang = test::run_program(argv);
     ASSERT_EQ(clang.exit_code, 0) << clang.err;
-    auto out = compile(test::read_file(dir.path() / "k.bc"), {{"sm_90", ImageKind::ptx}, {"sm_90", ImageKind::cubin}},
+    auto out = compile_module(test::read_file(dir.path() / "k.bc"), {{"sm_90", ImageKind::ptx}, {"sm_90", ImageKind::cubin}},
                        InputFormat::llvm_bitcode);
     ASSERT_TRUE(out) << out.error().message;
     EXPECT_EQ(entries(out->images[0].data), (std::set<std::string>{"_Z6kernelPfPKfi"}));
@@ -137,7 +136,7 @@ TEST(DeviceCorpus, IrFromClangsCudaFrontendCompiles) {
 }
 
 TEST(DeviceCorpus, RuntimeSignatureMismatchNamesTheFunctionTheExpectationAndTheCaller) {
-  auto out = compile("target triple = \"nvptx64-nvidia-cuda\"\ndeclare void @gpu_malloc(i64)\n"
+  auto out = compile_module("target triple = \"nvptx64-nvidia-cuda\"\ndeclare void @gpu_malloc(i64)\n"
                      "define ptx_kernel void @k() {\n  call void @gpu_malloc(i64 8)\n  ret void\n}\n",
                      {{"sm_90", ImageKind::ptx}});
   ASSERT_FALSE(out);
@@ -164,7 +163,7 @@ TEST(DeviceCorpus, LinkErrorsAreExplained) {
        "1 undefined symbol remains after linking rtlib and libdevice: helper."},
   };
   for (const Case& c : cases) {
-    auto out = compile(c.module, {{"sm_90", ImageKind::ptx}});
+    auto out = compile_module(c.module, {{"sm_90", ImageKind::ptx}});
     ASSERT_FALSE(out) << c.name;
     EXPECT_EQ(out.error().code, ErrorCode::k_invalid_argument) << c.name;
     EXPECT_NE(out.error().message.find(c.expect), std::string::npos) << c.name << ": " << out.error().message;
@@ -173,7 +172,7 @@ TEST(DeviceCorpus, LinkErrorsAreExplained) {
 
 TEST(DeviceCorpus, MissingLibdeviceIsAFailedPrecondition) {
   static const Compiler without_toolkit(detect_toolchain("/nonexistent/cuda"));
-  auto out = compile(test::read_test_data("kernels/expf.ll"), {{"sm_90", ImageKind::ptx}}, InputFormat::llvm_text,
+  auto out = compile_module(test::read_test_data("kernels/expf.ll"), {{"sm_90", ImageKind::ptx}}, InputFormat::llvm_text,
                      without_toolkit);
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().code, ErrorCode::k_failed_precondition);
@@ -192,17 +191,17 @@ namespace {
 // by nvJitLink in process or by ptxas --compile-only + nvlink.
 TEST(DeviceCorpus, DynamicParallelismLinksTheDeviceRuntime) {
   std::string launch = test::read_test_data("kernels/launch.ll");
-  auto ptx = compile(launch, {{"sm_90", ImageKind::ptx}});
+  auto ptx = compile_module(launch, {{"sm_90", ImageKind::ptx}});
   ASSERT_TRUE(ptx) << ptx.error().message;
   EXPECT_EQ(entries(ptx->images[0].data), (std::set<std::string>{"_Z5childPi", "_Z6parentPi"}));
   EXPECT_EQ(functions(ptx->images[0].data, "extern"),
             (std::set<std::string>{"__cudaCDP2GetParameterBuffer", "__cudaCDP2LaunchDevice"}));
-  if (!compiler().toolchain().cuda_present || compiler().toolchain().cudadevrt.empty()) {
+  if (!test::default_compiler().toolchain().cuda_present || test::default_compiler().toolchain().cudadevrt.empty()) {
     GTEST_SKIP() << "PTX checked; no CUDA toolkit with libcudadevrt.a to link a cubin";
   }
   static const Compiler ptxas(detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas));
-  for (const Compiler* c : {&compiler(), &ptxas}) {
-    auto cubin = compile(launch, {{"sm_90", ImageKind::cubin}}, InputFormat::llvm_text, *c);
+  for (const Compiler* c : {&test::default_compiler(), &ptxas}) {
+    auto cubin = compile_module(launch, {{"sm_90", ImageKind::cubin}}, InputFormat::llvm_text, *c);
     ASSERT_TRUE(cubin) << assembler_name(c->toolchain()) << ": " << cubin.error().message;
     EXPECT_EQ(cubin->images[0].data.substr(0, 4), "\x7f" "ELF") << assembler_name(c->toolchain());
     std::set<std::string> names;

@@ -14,8 +14,7 @@
 namespace kcache::server {
 namespace {
 
-const Compiler& compiler() { return test::default_compiler(); }
-bool has_cuda() { return compiler().toolchain().cuda_present; }
+bool has_cuda() { return test::default_compiler().toolchain().cuda_present; }
 
 // A device job of several modules (the first's format, then each linked one's), for `images`.
 Expected<CompileOutput> compile_modules(const std::vector<std::pair<InputFormat, std::string>>& modules,
@@ -27,8 +26,8 @@ Expected<CompileOutput> compile_modules(const std::vector<std::pair<InputFormat,
     if (i > 0) spec.linked_formats.push_back(modules[i].first);
     bytes.push_back(modules[i].second);
   }
-  if (auto ok = canonicalize(spec, compiler().toolchain().host_triple); !ok) return ok.error();
-  return compiler().compile(CompileJob{spec, bytes, std::move(images)});
+  if (auto ok = canonicalize(spec, test::default_compiler().toolchain().host_triple); !ok) return ok.error();
+  return test::default_compiler().compile(CompileJob{spec, bytes, std::move(images)});
 }
 
 Expected<CompileOutput> compile_ir(const std::string& ir, std::vector<ImageRequest> images) {
@@ -139,7 +138,7 @@ define ptx_kernel void @k(ptr %out) {
   };
   for (const Legal& c : cases) {
     std::vector<ImageRequest> images = ptx_and_cubin();
-    if (std::string(c.what).starts_with("libdevice") && compiler().toolchain().libdevice.empty()) {
+    if (std::string(c.what).starts_with("libdevice") && test::default_compiler().toolchain().libdevice.empty()) {
       images = {{"sm_80", ImageKind::ptx}};
       continue;  // without the toolkit there is no libdevice to link: FAILED_PRECONDITION, tested elsewhere
     }
@@ -211,7 +210,7 @@ define ptx_kernel void @k(ptr %out, float %x) {
   };
   for (const auto& [what, ir] : cases) {
     auto out = compile_ir(ir, {{"sm_80", ImageKind::ptx}});
-    if (what.starts_with("a libdevice") && compiler().toolchain().libdevice.empty()) continue;
+    if (what.starts_with("a libdevice") && test::default_compiler().toolchain().libdevice.empty()) continue;
     ASSERT_FALSE(out) << what;
     EXPECT_EQ(out.error().code, ErrorCode::k_invalid_argument) << what;
     EXPECT_NE(out.error().message.find("1 undefined symbol remains"), std::string::npos) << what << ": " << out.error().message;

@@ -13,7 +13,6 @@ namespace kcache::server {
 namespace {
 
 using test::compile_device_job;
-const Compiler& compiler() { return test::default_compiler(); }
 
 Expected<CompileOutput> compile(const std::string& module, std::vector<ImageRequest> images,
                                 CompileOptions options = {}, InputFormat format = InputFormat::llvm_text) {
@@ -55,7 +54,7 @@ TEST(NvptxPipeline, HonoursAnnotatedKernelsAndTheRequestedPtxVersion) {
   std::string ptx = ptx_for(test::read_test_data("kernels/annotated.ll"), "sm_90");
   EXPECT_NE(ptx.find(".entry scale("), std::string::npos);
   // The newest PTX ISA LLVM and ptxas share, but never older than the module's +ptx80.
-  int version = std::max(80, compiler().toolchain().max_ptx_version);
+  int version = std::max(80, test::default_compiler().toolchain().max_ptx_version);
   std::string directive = ".version " + std::to_string(version / 10) + "." + std::to_string(version % 10) + "\n";
   EXPECT_NE(ptx.find(directive), std::string::npos) << directive << ptx.substr(0, 200);
   EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);  // the job's arch, not clang's sm_80
@@ -151,7 +150,7 @@ TEST(NvptxPipeline, RefusesArchsLlvmDoesNotKnow) {
 }
 
 TEST(NvptxPipeline, CubinIsAnElfForTheArchWhenTheToolkitIsPresent) {
-  if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  if (!test::default_compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   auto out = compile(test::read_test_data("kernels/saxpy.ll"), {{"sm_90", ImageKind::cubin}});
   ASSERT_TRUE(out) << out.error().message;
   const std::string& cubin = out->images[0].data;
@@ -164,7 +163,7 @@ TEST(NvptxPipeline, CubinIsAnElfForTheArchWhenTheToolkitIsPresent) {
 }
 
 TEST(NvptxPipeline, PtxInputIsAssembledAndBadPtxExplained) {
-  if (!compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
+  if (!test::default_compiler().toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   std::string ptx = ptx_for(test::read_test_data("kernels/saxpy.ll"), "sm_90");
   auto out = compile(ptx, {{"sm_90", ImageKind::cubin}}, {}, InputFormat::ptx);
   ASSERT_TRUE(out) << out.error().message;
@@ -186,7 +185,7 @@ namespace kcache::server {
 namespace {
 
 TEST(CubinAssemblers, NvJitLinkAndPtxasBothMakeCudaElfsWithResourceUsage) {
-  const Compiler& automatic = compiler();
+  const Compiler& automatic = test::default_compiler();
   if (!automatic.toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   bool has_nvjitlink = std::filesystem::exists("/usr/local/cuda/lib64/libnvJitLink.so");
   EXPECT_EQ(automatic.toolchain().nvjitlink != nullptr, has_nvjitlink) << "auto prefers nvJitLink where present";
@@ -246,7 +245,7 @@ std::string many_kernels(int kernels) {
 // either assembler (the assembler writes its options into the cubin: they must not follow the
 // load).
 TEST(CubinAssemblers, TheCubinIsTheSameHoweverManyCoresAssembleIt) {
-  const Compiler& automatic = compiler();
+  const Compiler& automatic = test::default_compiler();
   if (!automatic.toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   static const Compiler ptxas(detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas));
   const std::vector<unsigned> all = CpuSlots::allowed();
@@ -310,7 +309,7 @@ namespace {
 // A job's cubins are assembled while LLVM goes on to the next arch, as many at once as the job
 // has CPUs: the images, their order and the diagnostics are the same as one at a time.
 TEST(CubinAssemblers, ArchsAssembledAtOnceGiveWhatOneAtATimeGives) {
-  const Compiler& c = compiler();
+  const Compiler& c = test::default_compiler();
   if (!c.toolchain().cuda_present) GTEST_SKIP() << "no CUDA toolkit (ptxas) at /usr/local/cuda";
   JobSpec spec;
   ASSERT_TRUE(canonicalize(spec, c.toolchain().host_triple));
