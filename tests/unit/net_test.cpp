@@ -1,19 +1,26 @@
-// The gRPC gate's parts without a daemon: the HTTP/2 frame reader, and accept(2) that survives
-// running out of descriptors (server/net/).
+// The gRPC gate's parts without a daemon: the HTTP/2 frame reader, accept(2) that survives
+// running out of descriptors, and the gate's drain at shutdown before a Unix listener standing
+// for gRPC (server/net/).
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nghttp2/nghttp2.h>
 
 #include "net/admission.hpp"
 #include "net/grpc_calls.hpp"
+#include "net/grpc_gate.hpp"
 #include "net/h2_frames.hpp"
 #include "test_support.hpp"
 
@@ -266,6 +273,91 @@ TEST(FdBudget, TakesNoMoreThanItsLimit) {
   EXPECT_EQ(budget.held(), 6u);
   budget.give_back(3);
   EXPECT_TRUE(budget.take(1));
+}
+
+// A gate on a loopback port, with a Unix listener where gRPC would serve, and one client connected
+// through it whose HTTP/2 preface made the gate connect upstream.
+struct GateWithOneClient {
+  FdBudget budget{64};
+  std::unique_ptr<GrpcGate> gate;
+  int grpc_listener = -1, client = -1, upstream = -1;
+
+  void start() {
+    auto started = GrpcGate::start("127.0.0.1", 0, "test gate", {}, GateLimits{}, budget);
+    ASSERT_TRUE(started) << started.error().message;
+    gate = std::move(*started);
+    std::string path = gate->upstream_address().substr(std::strlen("unix:"));
+    grpc_listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    ASSERT_LT(path.size(), sizeof address.sun_path);
+    std::memcpy(address.sun_path, path.data(), path.size());
+    ASSERT_EQ(::bind(grpc_listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+    ASSERT_EQ(::listen(grpc_listener, 4), 0);
+    client = kcache::test::connect_loopback(gate->port());
+    ASSERT_GE(client, 0);
+    std::string hello = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(4, 0, 0, "");
+    ASSERT_EQ(::send(client, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+    upstream = ::accept4(grpc_listener, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(upstream, 0) << std::strerror(errno);
+  }
+  ~GateWithOneClient() {
+    gate.reset();
+    for (int fd : {grpc_listener, client, upstream}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+};
+
+// gRPC's side of a reply: `frames` DATA frames of 16 KiB on stream 1, written whole, then its end
+// closed (as gRPC closes a connection after its last stream at shutdown).
+constexpr std::size_t k_reply_frame_bytes = 9 + (16 << 10);
+void write_reply_then_close(int fd, std::size_t frames) {
+  std::string chunk = frame(0, 0, 1, std::string(16 << 10, 'r'));
+  for (std::size_t i = 0; i < frames; ++i) {
+    for (std::size_t at = 0; at < chunk.size();) {
+      ssize_t w = ::send(fd, chunk.data() + at, chunk.size() - at, MSG_NOSIGNAL);
+      if (w <= 0) return (void)::shutdown(fd, SHUT_RDWR);  // the gate cut the connection
+      at += static_cast<std::size_t>(w);
+    }
+  }
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+// kcached's stop drains the gate after gRPC's own shutdown, then destroys it: what gRPC wrote
+// before closing reaches the client whole, though the gate still held most of it.
+TEST(GrpcGate, ItsDrainPassesOnEveryByteGrpcWroteBeforeItIsDestroyed) {
+  GateWithOneClient g;
+  ASSERT_NO_FATAL_FAILURE(g.start());
+  constexpr std::size_t k_frames = 256;  // 4 MiB: past the gate's 256 KiB buffer and the sockets'
+  std::thread grpc([&] { write_reply_then_close(g.upstream, k_frames); });
+  std::atomic<bool> go{false};
+  std::size_t received = 0;
+  std::thread client([&] {
+    while (!go) std::this_thread::yield();
+    char buffer[64 << 10];
+    for (ssize_t n; (n = ::recv(g.client, buffer, sizeof buffer, 0)) > 0;) received += static_cast<std::size_t>(n);
+  });
+  // The client has read nothing yet, so most of the reply is still on its way when the drain
+  // starts; destroyed at once instead, the gate loses it.
+  go = true;
+  EXPECT_TRUE(g.gate->drain(std::chrono::steady_clock::now() + std::chrono::seconds(20)));
+  g.gate.reset();
+  grpc.join();
+  client.join();
+  EXPECT_EQ(received, k_frames * k_reply_frame_bytes);
+}
+
+// A client that never reads holds the drain only until its deadline.
+TEST(GrpcGate, ADrainEndsAtItsDeadlineWhenAClientNeverReads) {
+  GateWithOneClient g;
+  ASSERT_NO_FATAL_FAILURE(g.start());
+  std::thread grpc([&] { write_reply_then_close(g.upstream, 256); });
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(g.gate->drain(started + std::chrono::milliseconds(300)));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(300));
+  g.gate.reset();  // cuts the connection, so gRPC's side stops writing
+  grpc.join();
 }
 
 TEST(PeerCounts, EachAddressHasItsCap) {
