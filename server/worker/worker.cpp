@@ -45,7 +45,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int k_channel_fd = 3;                              // the worker's end of its socket pair
 constexpr auto k_start_timeout = std::chrono::seconds(120);  // toolchain detection runs ptxas
 
-
 CubinAssembler parse_assembler(const std::string& name) {
   return name == "ptxas" ? CubinAssembler::ptxas : name == "nvjitlink" ? CubinAssembler::nvjitlink
                                                                         : CubinAssembler::automatic;

@@ -296,7 +296,7 @@ struct GateWithOneClient {
     ASSERT_EQ(::listen(grpc_listener, 4), 0);
     client = kcache::test::connect_loopback(gate->port());
     ASSERT_GE(client, 0);
-    std::string hello = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(4, 0, 0, "");
+    std::string hello = std::string(k_h2_client_preface) + frame(4, 0, 0, "");  // and an empty SETTINGS
     ASSERT_EQ(::send(client, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
     upstream = ::accept4(grpc_listener, nullptr, nullptr, SOCK_CLOEXEC);
     ASSERT_GE(upstream, 0) << std::strerror(errno);
