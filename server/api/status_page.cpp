@@ -33,7 +33,7 @@ namespace kcache::server {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::system_clock;
+using WallClock = std::chrono::system_clock;
 
 std::string_view page_template() {
   return {reinterpret_cast<const char*>(kcache_status_page_html), kcache_status_page_html_size};
@@ -104,8 +104,8 @@ std::string human_bytes(std::uint64_t bytes) {
   return unit == 0 ? std::to_string(bytes) + " B" : format("%.1f ", value) + k_units[unit];
 }
 
-std::string utc_time(Clock::time_point when) {
-  std::time_t t = Clock::to_time_t(when);
+std::string utc_time(WallClock::time_point when) {
+  std::time_t t = WallClock::to_time_t(when);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buffer[32];
@@ -113,7 +113,7 @@ std::string utc_time(Clock::time_point when) {
   return buffer;
 }
 
-std::int64_t unix_seconds(Clock::time_point when) {
+std::int64_t unix_seconds(WallClock::time_point when) {
   return std::chrono::duration_cast<std::chrono::seconds>(when.time_since_epoch()).count();
 }
 
@@ -289,13 +289,13 @@ void send_json(httplib::Response& res, const json& j) {
   res.set_content(dump(j) + "\n", "application/json");
 }
 
-int http_status(ErrorCode code) {
+int refusal_status(ErrorCode code) {
   return code == ErrorCode::k_unauthenticated ? 401 : code == ErrorCode::k_permission_denied ? 403 : 400;
 }
 
 // The whole answer to a caller that may not read: the refusal and how to send a token, nothing else.
 void refuse_page(httplib::Response& res, const Error& e) {
-  res.status = http_status(e.code);
+  res.status = refusal_status(e.code);
   no_store(res);
   res.set_header("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'");
   res.set_header(std::string(http_api::k_error_header), error_code_name(e.code));
@@ -313,7 +313,7 @@ void refuse_page(httplib::Response& res, const Error& e) {
 }
 
 void refuse(httplib::Response& res, const Error& e) {
-  res.status = http_status(e.code);
+  res.status = refusal_status(e.code);
   no_store(res);
   res.set_header(std::string(http_api::k_error_header), error_code_name(e.code));
   res.set_content(e.message + "\n", "text/plain; charset=utf-8");
@@ -330,14 +330,14 @@ std::string entry_link(std::string_view side, std::string_view key) {
 }
 
 // Everything /v1/status answers, also rendered into the page.
-json status_json(const v1::Stats& s, const Cache& cache, const JobQueue& pool, Clock::time_point started) {
+json status_json(const v1::Stats& s, const Cache& cache, const JobQueue& pool, WallClock::time_point started) {
   json counters = json::object();
   for (const auto& [name, value] : counters_of(s)) counters[name] = value;
   counters["hit_ratio"] = wire::hit_ratio(s);
   std::optional<remote::RemoteStats> remote;
   if (const remote::RemoteTier* tier = cache.remote()) remote = tier->stats();
   json j = {{"version", KCACHE_VERSION},
-            {"uptime_seconds", unix_seconds(Clock::now()) - unix_seconds(started)},
+            {"uptime_seconds", unix_seconds(WallClock::now()) - unix_seconds(started)},
             {"health", health_problems(s, pool, remote ? &*remote : nullptr).empty() ? "ok" : "degraded"},
             {"problems", health_problems(s, pool, remote ? &*remote : nullptr)},
             {"counters", counters},
@@ -507,7 +507,7 @@ StatusPage::StatusPage(Cache& cache, const JobQueue& pool, std::function<v1::Sta
     : m_cache(cache),
       m_pool(pool),
       m_stats(std::move(stats)),
-      m_started(Clock::now()),
+      m_started(WallClock::now()),
       m_last(std::make_unique<v1::Stats>(m_stats())),
       m_last_at(std::chrono::steady_clock::now()) {
   m_sampler = std::thread([this] { sample_loop(); });
@@ -525,7 +525,7 @@ StatusPage::~StatusPage() {
 StatusSample StatusPage::delta(const v1::Stats& now, std::vector<double> durations) const {
   const v1::Stats& last = *m_last;
   StatusSample s;
-  s.end = unix_seconds(Clock::now());
+  s.end = unix_seconds(WallClock::now());
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_last_at).count();
   s.hits = now.hits() - last.hits();
   s.misses = now.misses() - last.misses();
@@ -634,7 +634,7 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     for (const auto& p : status["problems"]) problems += "<li>" + escape(p.get<std::string>()) + "</li>";
     values["problems"] = problems;
     values["uptime"] = std::to_string(status["uptime_seconds"].get<std::int64_t>());
-    values["now"] = escape(utc_time(Clock::now()));
+    values["now"] = escape(utc_time(WallClock::now()));
     values["counters"] = counters_html(s, m_pool);
     values["remote"] = remote_html(status["remote"]);
     values["compiles"] = compiles_html(m_cache.activity().compiles());

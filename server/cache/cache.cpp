@@ -15,9 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Beyond the job's deadline, time for its worker to report the overrun itself.
-constexpr auto k_deadline_slack = std::chrono::seconds(5);
-
 // The most CPUs one job is lent.
 constexpr std::size_t k_max_job_cpus = 8;
 

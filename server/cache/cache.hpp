@@ -34,6 +34,9 @@
 
 namespace kcache::server {
 
+// Beyond a job's or a step's deadline, time for its worker to report the overrun itself.
+inline constexpr auto k_deadline_slack = std::chrono::seconds(5);
+
 struct CacheLimits {
   std::uint64_t max_module_bytes = 64ULL << 20;  // --max-module-size
   std::uint32_t max_archs = 16;                  // --max-archs

@@ -13,9 +13,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Beyond the step's deadline, time for its worker to report the overrun itself.
-constexpr auto k_deadline_slack = std::chrono::seconds(5);
-
 // The images a step's entry holds: one file per output, in order (what it printed is kept beside
 // them, when it printed anything).
 std::vector<ImageRequest> output_images(const std::vector<std::string>& outputs) {

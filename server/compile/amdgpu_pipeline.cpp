@@ -33,7 +33,7 @@ int code_object_version(const AmdProcessor& p, const JobSpec& spec) {
 
 llvm::Triple amd_triple() { return llvm::Triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())}; }
 
-Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
+Expected<void> check_amd_module(llvm::Module& m, const CompileJob& job) {
   const llvm::Triple& triple = m.getTargetTriple();
   if (!triple.str().empty() && triple.getArch() != llvm::Triple::amdgcn) {
     return invalid("the module's target triple is '" + triple.str() + "', but the job's archs are AMD GPUs (" +
@@ -88,7 +88,7 @@ std::vector<std::string> calls_into(const llvm::Module& m, const DeviceLibrary& 
 }
 
 // hip.bc, ocml and ockl, each only as far as the module uses it.
-Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain, Diagnostics& diags) {
+Expected<void> link_amd_device_libraries(llvm::Module& m, const Toolchain& toolchain, Diagnostics& diags) {
   for (const DeviceLibrary& library : k_device_libraries) {
     std::vector<std::string> used = calls_into(m, library);
     if (used.empty()) continue;
@@ -287,7 +287,7 @@ Expected<CompileOutput> compile_amdgpu(const Toolchain& toolchain, const Compile
   if (!loaded) return loaded.error();
   llvm::Module& module = *(*loaded)->module;
   Diagnostics& diags = (*loaded)->diags;
-  if (auto checked = check_module(module, job); !checked) return checked.error();
+  if (auto checked = check_amd_module(module, job); !checked) return checked.error();
   const MadeFor made = made_for(module);
 
   // One data layout for every AMD target: set before linking, which copies it to the libraries.
@@ -296,7 +296,7 @@ Expected<CompileOutput> compile_amdgpu(const Toolchain& toolchain, const Compile
   module.setTargetTriple(amd_triple());
   module.setDataLayout((*layout)->createDataLayout());
   if (auto linked = link_rtlib(module, diags); !linked) return linked.error();
-  if (auto linked = link_device_libraries(module, toolchain, diags); !linked) return linked.error();
+  if (auto linked = link_amd_device_libraries(module, toolchain, diags); !linked) return linked.error();
   if (auto defined = check_undefined(module); !defined) return defined.error();
 
   std::set<std::string> kernels;

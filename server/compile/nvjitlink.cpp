@@ -4,26 +4,26 @@ namespace kcache::server {
 namespace {
 
 // nvJitLink's C ABI, declared here so kcache builds without the toolkit's headers.
-using Handle = struct nvJitLink*;
-using Status = int;  // nvJitLinkResult; 0 is NVJITLINK_SUCCESS
+using LinkerHandle = struct nvJitLink*;
+using LinkerStatus = int;           // nvJitLinkResult; 0 is NVJITLINK_SUCCESS
 constexpr int k_input_ptx = 2;      // NVJITLINK_INPUT_PTX
 constexpr int k_input_library = 6;  // NVJITLINK_INPUT_LIBRARY
 
 }  // namespace
 
 struct NvJitLink::Api {
-  Status (*create)(Handle*, std::uint32_t, const char**) = nullptr;
-  Status (*destroy)(Handle*) = nullptr;
-  Status (*add_data)(Handle, int, const void*, std::size_t, const char*) = nullptr;
-  Status (*add_file)(Handle, int, const char*) = nullptr;
-  Status (*complete)(Handle) = nullptr;
-  Status (*cubin_size)(Handle, std::size_t*) = nullptr;
-  Status (*cubin)(Handle, void*) = nullptr;
-  Status (*error_log_size)(Handle, std::size_t*) = nullptr;
-  Status (*error_log)(Handle, char*) = nullptr;
-  Status (*info_log_size)(Handle, std::size_t*) = nullptr;
-  Status (*info_log)(Handle, char*) = nullptr;
-  Status (*version)(unsigned*, unsigned*) = nullptr;
+  LinkerStatus (*create)(LinkerHandle*, std::uint32_t, const char**) = nullptr;
+  LinkerStatus (*destroy)(LinkerHandle*) = nullptr;
+  LinkerStatus (*add_data)(LinkerHandle, int, const void*, std::size_t, const char*) = nullptr;
+  LinkerStatus (*add_file)(LinkerHandle, int, const char*) = nullptr;
+  LinkerStatus (*complete)(LinkerHandle) = nullptr;
+  LinkerStatus (*cubin_size)(LinkerHandle, std::size_t*) = nullptr;
+  LinkerStatus (*cubin)(LinkerHandle, void*) = nullptr;
+  LinkerStatus (*error_log_size)(LinkerHandle, std::size_t*) = nullptr;
+  LinkerStatus (*error_log)(LinkerHandle, char*) = nullptr;
+  LinkerStatus (*info_log_size)(LinkerHandle, std::size_t*) = nullptr;
+  LinkerStatus (*info_log)(LinkerHandle, char*) = nullptr;
+  LinkerStatus (*version)(unsigned*, unsigned*) = nullptr;
 };
 
 std::shared_ptr<const NvJitLink> NvJitLink::open(const std::filesystem::path& cuda_root) {
@@ -59,8 +59,8 @@ Expected<NvJitLink::Result> NvJitLink::assemble(const std::vector<std::string_vi
   args.insert(args.end(), options.begin(), options.end());
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
-  Handle handle = nullptr;
-  if (Status s = api.create(&handle, static_cast<std::uint32_t>(argv.size()), argv.data()); s != 0) {
+  LinkerHandle handle = nullptr;
+  if (LinkerStatus s = api.create(&handle, static_cast<std::uint32_t>(argv.size()), argv.data()); s != 0) {
     return make_error(ErrorCode::k_internal, "nvJitLink refused the options for " + arch + " (status " +
                                                  std::to_string(s) + ")");
   }
@@ -73,7 +73,7 @@ Expected<NvJitLink::Result> NvJitLink::assemble(const std::vector<std::string_vi
     return text;
   };
   Result result;
-  Status s = 0;
+  LinkerStatus s = 0;
   for (std::size_t i = 0; i < ptx.size() && s == 0; ++i) {
     std::string name = "module" + std::to_string(i) + ".ptx";
     s = api.add_data(handle, k_input_ptx, ptx[i].data(), ptx[i].size(), name.c_str());

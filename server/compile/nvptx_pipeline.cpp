@@ -49,7 +49,7 @@ std::set<std::string> annotated_kernels(const llvm::Module& m) {
 }
 
 // Checks the module against the job before any codegen: triple, entry points.
-Expected<void> check_module(llvm::Module& m, const CompileJob& job) {
+Expected<void> check_nvptx_module(llvm::Module& m, const CompileJob& job) {
   const llvm::Triple& triple = m.getTargetTriple();
   if (!triple.str().empty() && triple.getArch() != llvm::Triple::nvptx64) {
     return invalid("the module's target triple is '" + triple.str() + "', but this is a device job for " +
@@ -77,8 +77,8 @@ bool uses_libdevice(const llvm::Module& m) {
 // Links rtlib and libdevice as needed, checks what is left, and internalizes: only kernels,
 // device variables (host code reads them by name) and what the job's PTX modules call stay
 // visible.
-Expected<void> link_device_libraries(llvm::Module& m, const Toolchain& toolchain, const CompileJob& job,
-                                     const PtxSymbols& ptx_modules, Diagnostics& diags) {
+Expected<void> link_nvptx_device_libraries(llvm::Module& m, const Toolchain& toolchain, const CompileJob& job,
+                                           const PtxSymbols& ptx_modules, Diagnostics& diags) {
   auto needs_rtlib = check_runtime_references(m);
   if (!needs_rtlib) return needs_rtlib.error();
   m.setTargetTriple(llvm::Triple{llvm::StringRef(k_device_triple.data(), k_device_triple.size())});
@@ -236,7 +236,7 @@ Expected<CompileOutput> compile_nvptx(const Toolchain& toolchain, const CompileJ
   if (!loaded) return loaded.error();
   llvm::Module& module = *(*loaded)->module;
   Diagnostics& diags = (*loaded)->diags;
-  if (auto checked = check_module(module, job); !checked) return checked.error();
+  if (auto checked = check_nvptx_module(module, job); !checked) return checked.error();
 
   // The newest PTX ISA both LLVM and ptxas take, never older than the module asks for (inline
   // asm from CUDA headers needs it). Read before rtlib, whose clang tags would count too.
@@ -245,7 +245,8 @@ Expected<CompileOutput> compile_nvptx(const Toolchain& toolchain, const CompileJ
   // For an older driver, its newest ISA. Clang asks for the newest ISA it knows whether or not
   // the code needs it, so a module asking for more is tried at the cap and checked below.
   if (job.spec.ptx_isa_cap > 0) ptx_version = job.spec.ptx_isa_cap;
-  if (auto linked = link_device_libraries(module, toolchain, job, ptx_modules, diags); !linked) return linked.error();
+  if (auto linked = link_nvptx_device_libraries(module, toolchain, job, ptx_modules, diags); !linked)
+    return linked.error();
   retarget_functions(module);
   apply_debug_options(module, job.spec.options);
   if (job.spec.options.fast_math) apply_fast_math(module);

@@ -6,8 +6,8 @@ namespace kcache::server {
 namespace {
 
 // NVRTC's C ABI, declared here so kcache builds without the toolkit's headers.
-using Handle = struct _nvrtcProgram*;
-using Status = int;  // nvrtcResult; 0 is NVRTC_SUCCESS
+using ProgramHandle = struct _nvrtcProgram*;
+using NvrtcStatus = int;  // nvrtcResult; 0 is NVRTC_SUCCESS
 
 // The log's lines, for an error's details (the diagnostics a client sees).
 std::vector<std::string> lines_of(const std::string& text) {
@@ -22,21 +22,22 @@ std::vector<std::string> lines_of(const std::string& text) {
 }  // namespace
 
 struct Nvrtc::Api {
-  const char* (*error_string)(Status) = nullptr;
-  Status (*version)(int*, int*) = nullptr;
-  Status (*create)(Handle*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
-  Status (*destroy)(Handle*) = nullptr;
-  Status (*compile)(Handle, int, const char* const*) = nullptr;
-  Status (*ptx_size)(Handle, std::size_t*) = nullptr;
-  Status (*ptx)(Handle, char*) = nullptr;
-  Status (*cubin_size)(Handle, std::size_t*) = nullptr;
-  Status (*cubin)(Handle, char*) = nullptr;
-  Status (*ltoir_size)(Handle, std::size_t*) = nullptr;
-  Status (*ltoir)(Handle, char*) = nullptr;
-  Status (*log_size)(Handle, std::size_t*) = nullptr;
-  Status (*log)(Handle, char*) = nullptr;
-  Status (*add_name)(Handle, const char*) = nullptr;
-  Status (*lowered_name)(Handle, const char*, const char**) = nullptr;
+  const char* (*error_string)(NvrtcStatus) = nullptr;
+  NvrtcStatus (*version)(int*, int*) = nullptr;
+  NvrtcStatus (*create)(ProgramHandle*, const char*, const char*, int, const char* const*,
+                        const char* const*) = nullptr;
+  NvrtcStatus (*destroy)(ProgramHandle*) = nullptr;
+  NvrtcStatus (*compile)(ProgramHandle, int, const char* const*) = nullptr;
+  NvrtcStatus (*ptx_size)(ProgramHandle, std::size_t*) = nullptr;
+  NvrtcStatus (*ptx)(ProgramHandle, char*) = nullptr;
+  NvrtcStatus (*cubin_size)(ProgramHandle, std::size_t*) = nullptr;
+  NvrtcStatus (*cubin)(ProgramHandle, char*) = nullptr;
+  NvrtcStatus (*ltoir_size)(ProgramHandle, std::size_t*) = nullptr;
+  NvrtcStatus (*ltoir)(ProgramHandle, char*) = nullptr;
+  NvrtcStatus (*log_size)(ProgramHandle, std::size_t*) = nullptr;
+  NvrtcStatus (*log)(ProgramHandle, char*) = nullptr;
+  NvrtcStatus (*add_name)(ProgramHandle, const char*) = nullptr;
+  NvrtcStatus (*lowered_name)(ProgramHandle, const char*, const char**) = nullptr;
 };
 
 std::shared_ptr<const Nvrtc> Nvrtc::open(const std::filesystem::path& cuda_root) {
@@ -82,19 +83,19 @@ Expected<Nvrtc::Output> Nvrtc::compile(const Program& program, ErrorCode failure
   }
   for (const std::string& o : program.options) options.push_back(o.c_str());
 
-  Handle handle = nullptr;
-  if (Status s = api.create(&handle, source.c_str(), source_name.c_str(), static_cast<int>(names.size()), bytes.data(),
-                            names.data());
+  ProgramHandle handle = nullptr;
+  if (NvrtcStatus s = api.create(&handle, source.c_str(), source_name.c_str(), static_cast<int>(names.size()),
+                                 bytes.data(), names.data());
       s != 0) {
     return make_error(ErrorCode::k_internal, std::string("nvrtcCreateProgram: ") + api.error_string(s));
   }
   struct Destroy {
     const Api& api;
-    Handle& handle;
+    ProgramHandle& handle;
     ~Destroy() { api.destroy(&handle); }
   } destroy{api, handle};
   for (const std::string& expression : program.name_expressions) {
-    if (Status s = api.add_name(handle, expression.c_str()); s != 0) {
+    if (NvrtcStatus s = api.add_name(handle, expression.c_str()); s != 0) {
       return make_error(ErrorCode::k_invalid_argument,
                         "NVRTC refused the name expression '" + expression + "': " + api.error_string(s));
     }
@@ -106,7 +107,7 @@ Expected<Nvrtc::Output> Nvrtc::compile(const Program& program, ErrorCode failure
     if (read_fn(handle, text.data()) != 0) return std::string();
     return text;
   };
-  Status compiled = api.compile(handle, static_cast<int>(options.size()), options.data());
+  NvrtcStatus compiled = api.compile(handle, static_cast<int>(options.size()), options.data());
   Output out;
   out.log = read(api.log_size, api.log);
   while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();

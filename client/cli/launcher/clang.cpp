@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 // Options of the clang driver that do something other than compile CUDA to an object, or whose
 // output names paths (debug info).
-std::optional<std::string> uncacheable_option(const std::vector<std::string>& args) {
+std::optional<std::string> uncacheable_clang_option(const std::vector<std::string>& args) {
   static const std::vector<std::string_view> k_modes = {
       "-E",  "-M",  "-MM", "-S", "-emit-llvm", "-fsyntax-only", "--cuda-device-only", "--cuda-host-only",
       "--offload-device-only", "--offload-host-only", "-###", "-v", "--version", "-flto", "-fmodules",
@@ -63,7 +63,7 @@ class ClangLaunch : public Launch {
     std::vector<std::string> real = {m_compiler};
     real.insert(real.end(), m_args.begin(), m_args.end());
     if (auto reason = expand_response_files()) return unchanged(real, *reason);
-    if (auto reason = uncacheable_option(m_args)) return unchanged(real, *reason);
+    if (auto reason = uncacheable_clang_option(m_args)) return unchanged(real, *reason);
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");

@@ -36,7 +36,7 @@ std::string fixed_temporary_names(std::string word) {
 }
 
 // Options after which nvcc does something other than compile one file to an object.
-std::optional<std::string> uncacheable_option(const std::vector<std::string>& args) {
+std::optional<std::string> uncacheable_nvcc_option(const std::vector<std::string>& args) {
   static const std::vector<std::string_view> k_modes = {
       "-E",       "--preprocess", "-M",      "--generate-dependencies", "-MM", "--generate-nonsystem-dependencies",
       "-run",     "--run",        "-lib",    "--lib",                   "-link", "--link",
@@ -66,7 +66,7 @@ class NvccLaunch : public Launch {
     std::vector<std::string> real = {m_compiler};
     real.insert(real.end(), m_args.begin(), m_args.end());
     if (auto reason = expand_options_files()) return unchanged(real, *reason);
-    if (auto reason = uncacheable_option(m_args)) return unchanged(real, *reason);
+    if (auto reason = uncacheable_nvcc_option(m_args)) return unchanged(real, *reason);
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");
