@@ -18,6 +18,9 @@
 # machine's libraries; the test says so. Exit 77 (skipped) without cpack or dpkg-deb.
 # Usage: check_package.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
+# No `grep -q` after a pipe: under pipefail, a writer that is still writing when grep -q has found
+# its line and left dies of SIGPIPE, and the check fails at random (ldconfig -p's did, once this
+# test ran beside others). grep reading it all, to /dev/null, answers the same.
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 for tool in cpack dpkg-deb readelf; do
@@ -48,7 +51,7 @@ for f in /usr/bin/kcached /usr/bin/kcache /usr/bin/kcache-grpc /usr/lib/libkcach
          /etc/kcache/kcached.toml /usr/share/doc/kcache/kcached.example.toml; do
   grep -qx "$f" "$work/files" || fail "the package has no $f"
 done
-dpkg-deb -I "$deb" conffiles | grep -qx /etc/kcache/kcached.toml || fail "/etc/kcache/kcached.toml is no conffile"
+dpkg-deb -I "$deb" conffiles | grep -x /etc/kcache/kcached.toml >/dev/null || fail "/etc/kcache/kcached.toml is no conffile"
 dpkg-deb -x "$deb" "$work/unpacked"
 grep -qx 'ExecStart=/usr/bin/kcached --config /etc/kcache/kcached.toml' "$work/unpacked/usr/lib/systemd/system/kcached.service" ||
   fail "the unit does not start /usr/bin/kcached"
@@ -128,11 +131,11 @@ if [ "$mode" = chroot ]; then
   run_root() { unshare --mount --pid --fork --mount-proc="$root/proc" chroot "$root" /bin/sh -c "$1"; }
   # Everything it links resolves inside the root (its own Debian libraries, not this machine's).
   for elf in /usr/bin/kcached /usr/bin/kcache /usr/bin/kcache-grpc /usr/lib/libkcache.so; do
-    readelf -d "$root$elf" | grep -q NEEDED || continue  # static (kcache)
+    readelf -d "$root$elf" | grep NEEDED >/dev/null || continue  # static (kcache)
     run_root "ldd $elf" >"$work/ldd" 2>&1 || { cat "$work/ldd"; fail "ldd $elf failed in the root"; }
     if grep -q "not found" "$work/ldd"; then cat "$work/ldd"; fail "$elf lacks a library in the root"; fi
   done
-  chroot "$root" ldconfig -p | grep -q 'libkcache.so ' || fail "ldconfig's cache has no libkcache.so (the postinst did not run ldconfig)"
+  chroot "$root" ldconfig -p | grep 'libkcache.so ' >/dev/null || fail "ldconfig's cache has no libkcache.so (the postinst did not run ldconfig)"
   prefix=""
 else
   # Unpacked only: dpkg --root would run the maintainer scripts (ldconfig) on this machine.
