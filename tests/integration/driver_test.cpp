@@ -60,7 +60,9 @@ TEST_F(DriverAware, AnOlderDriverGetsPtxItJitsWhichPtxasStillAssembles) {
   auto plain = m_client->compile(saxpy(0));
   ASSERT_TRUE(plain) << plain.error().message;
   EXPECT_EQ(ptx_version_of(plain->images(0).data()), m_daemon_isa) << "no driver stated: the daemon's own ISA";
-  if (m_daemon_isa > 84) EXPECT_NE(old->key(), plain->key()) << "the capped PTX is an image of its own";
+  if (m_daemon_isa > 84) {
+    EXPECT_NE(old->key(), plain->key()) << "the capped PTX is an image of its own";
+  }
 }
 
 TEST_F(DriverAware, ADriverThatTakesTheDaemonsIsaSharesItsImages) {

@@ -422,9 +422,9 @@ TEST(HttpGet, OnlyAWholeReplyWithNothingAfterItKeepsTheConnection) {
     EXPECT_EQ(second->status, 404);
     EXPECT_EQ(second->body, "");
   }
-  for (const std::string& reply : {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-                                   "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello",
-                                   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 200 OK\r\n"}) {
+  for (const char* reply : {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                            "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+                            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 200 OK\r\n"}) {
     RawServer server({reply, ok});
     auto http = HttpConnection::open("127.0.0.1", server.port(), std::chrono::milliseconds(1000));
     ASSERT_TRUE(http);

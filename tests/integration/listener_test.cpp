@@ -178,7 +178,9 @@ TEST_F(Listeners, ReadersThatStopReadingABigImageHoldNoThreadAndNoCopy) {
   };
   ASSERT_TRUE(fetch(big_key));  // now in the hot cache
   int port = http_port();
-  if (!k_asan_build) ASSERT_GT(peak_rss(m_daemon->pid()), 0u);
+  if (!k_asan_build) {
+    ASSERT_GT(peak_rss(m_daemon->pid()), 0u);
+  }
   std::uint64_t before = peak_rss(m_daemon->pid());
 
   constexpr int k_stalled = 40;

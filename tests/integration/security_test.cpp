@@ -257,7 +257,9 @@ TEST_F(TlsTokens, CallsWithoutTheRightTokenAreRefusedOnTheirHeaders) {
   std::uint64_t after = peak_rss(m_daemon->pid());
   std::printf("kcached peak memory over TLS: %.0f MiB at rest, %.0f MiB after 8 refused 64 MiB Compiles\n",
               before / 1048576.0, after / 1048576.0);
-  if (!k_asan_build) EXPECT_LT(after - before, 32ULL << 20) << "refused messages are never read";
+  if (!k_asan_build) {
+    EXPECT_LT(after - before, 32ULL << 20) << "refused messages are never read";
+  }
 
   // No reply and no metadata for a caller without a token.
   grpc::SslCredentialsOptions ssl;
