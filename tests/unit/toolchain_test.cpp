@@ -1,13 +1,18 @@
 // Toolchain detection's reuse of what programs answered (ToolRuns): kcached hands its workers
 // the answers of ptxas and ld.lld, and a worker asks a program again whenever its file is no
-// longer the one that answered, so a toolkit changed under the daemon is still seen.
+// longer the one that answered, so a toolkit changed under the daemon is still seen. And the
+// digest of the toolkit's headers, which every daemon and worker start computes.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "compile/toolchain.hpp"
+#include "kcache/sha256.hpp"
+#include "test_paths.hpp"
 #include "test_support.hpp"
 
 namespace kcache::server {
@@ -114,6 +119,75 @@ TEST(ToolRuns, AWorkersDetectionRunsNoUnchangedProgramAndSeesAChangedPtxas) {
   Toolchain third = detect_toolchain(root, CubinAssembler::ptxas, ToolkitLibraries::load, {}, &changed);
   EXPECT_NE(third.ptxas_version, first.ptxas_version);
   EXPECT_NE(third.fingerprint, first.fingerprint);
+}
+
+// The digest as std::filesystem describes the folders: each one's regular files (links to files
+// by their target, links to folders not entered), named from that folder, with size and mtime,
+// sorted. cuda_headers_digest walks with descriptors and reuses a nested folder's walk; it must
+// still give this, or every NVRTC key would change.
+std::string digest_by_std_filesystem(const std::vector<std::filesystem::path>& dirs) {
+  std::vector<std::string> lines;
+  for (const auto& dir : dirs) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      lines.push_back(dir.filename().string() + "/" + entry.path().lexically_relative(dir).string() + " " +
+                      std::to_string(entry.file_size()) + " " +
+                      std::to_string(entry.last_write_time().time_since_epoch().count()));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  Sha256 h;
+  for (const auto& line : lines) {
+    h.update(line);
+    h.update(std::string_view("\n"));
+  }
+  return to_hex(h.finish());
+}
+
+TEST(CudaHeadersDigest, NamesEachFoldersFilesAsStdFilesystemFindsThemAndSeesAnEditedHeader) {
+  test::TempDir dir;
+  std::filesystem::path include = dir.path() / "include", cccl = include / "cccl";
+  std::filesystem::create_directories(cccl / "cuda" / "std");
+  std::filesystem::create_directories(include / "crt");
+  std::filesystem::create_directories(dir.path() / "elsewhere");
+  test::write_file(include / "cuda_runtime.h", "#pragma once\n");
+  test::write_file(include / "crt" / "host_defines.h", "#define __host__\n");
+  test::write_file(cccl / "cuda" / "std" / "atomic", "// atomic\n");
+  test::write_file(cccl / "cub.cuh", "// cub\n");
+  test::write_file(dir.path() / "elsewhere" / "not_walked.h", "// behind a link to a folder\n");
+  std::filesystem::create_symlink(include / "cuda_runtime.h", include / "cuda_runtime_api.h");
+  std::filesystem::create_symlink(dir.path() / "elsewhere", include / "linked_folder");
+  std::filesystem::create_symlink(dir.path() / "missing.h", include / "dangling.h");
+  const std::vector<std::filesystem::path> dirs = {include, cccl};
+
+  std::string digest = cuda_headers_digest(dirs);
+  EXPECT_EQ(digest, digest_by_std_filesystem(dirs));
+  EXPECT_EQ(digest.size(), 64u);
+
+  // A header's size, then its time alone: another digest each time.
+  test::write_file(cccl / "cub.cuh", "// cub, longer\n");
+  std::string edited = cuda_headers_digest(dirs);
+  EXPECT_NE(edited, digest);
+  EXPECT_EQ(edited, digest_by_std_filesystem(dirs));
+  auto when = std::filesystem::last_write_time(include / "crt" / "host_defines.h");
+  std::filesystem::last_write_time(include / "crt" / "host_defines.h", when - std::chrono::hours(1));
+  std::string touched = cuda_headers_digest(dirs);
+  EXPECT_NE(touched, edited);
+  EXPECT_EQ(touched, digest_by_std_filesystem(dirs));
+
+  // A nested folder that is a link to one elsewhere: the outer walk did not enter it, so it is
+  // walked on its own.
+  std::filesystem::path linked = include / "linked_folder";
+  EXPECT_EQ(cuda_headers_digest({include, linked}), digest_by_std_filesystem({include, linked}));
+  EXPECT_NE(cuda_headers_digest({include, linked}), cuda_headers_digest({include}));
+}
+
+// The toolkit's own folders, as detect_toolchain names them (include/cccl lies in include).
+TEST(CudaHeadersDigest, OfTheToolkitsHeadersIsWhatStdFilesystemGives) {
+  std::filesystem::path include = std::filesystem::path(KCACHE_CUDA_ROOT) / "include";
+  if (!std::filesystem::is_directory(include / "cccl")) GTEST_SKIP() << "no CUDA toolkit headers at " << include;
+  const std::vector<std::filesystem::path> dirs = {include, include / "cccl"};
+  EXPECT_EQ(cuda_headers_digest(dirs), digest_by_std_filesystem(dirs));
 }
 
 }  // namespace
