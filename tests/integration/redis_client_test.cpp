@@ -652,7 +652,7 @@ TEST_F(RedisCluster, KeysSpreadOverEveryPrimaryAndReadBackFromAnySeedThatAnswers
   }
   long long total = 0;
   for (int port : m_cluster->primaries()) {
-    long long keys = std::stoll(m_cluster->node(port).cli_ok({"DBSIZE"}));
+    long long keys = std::stoll(m_cluster->node(port).query({"DBSIZE"}));
     EXPECT_GT(keys, 0) << "primary " << port << " got no key";
     total += keys;
   }
@@ -660,7 +660,7 @@ TEST_F(RedisCluster, KeysSpreadOverEveryPrimaryAndReadBackFromAnySeedThatAnswers
   expect_read_back(written);
   // The slot of a key is the one Redis computes.
   for (const std::string key : {"key:1", "key:299", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap", "x"}) {
-    EXPECT_EQ(std::to_string(key_slot(key)), m_cluster->nodes()[0]->cli_ok({"CLUSTER", "KEYSLOT", key})) << key;
+    EXPECT_EQ(std::to_string(key_slot(key)), m_cluster->nodes()[0]->query({"CLUSTER", "KEYSLOT", key})) << key;
   }
 }
 
@@ -717,7 +717,7 @@ TEST_F(RedisCluster, DuringAMigrationAskGoesToTheTargetWithoutMovingTheSlotAndTr
   }
   ASSERT_EQ(text(m_redis->command("{m}", {"SET", "{m}old", "1"})), "OK");
   m_cluster->begin_migration(slot, from, to);
-  m_cluster->node(to).cli_ok({"CONFIG", "RESETSTAT"});
+  m_cluster->node(to).query({"CONFIG", "RESETSTAT"});
 
   // The source has no {m}new: it answers ASK, and the key is made on the target.
   EXPECT_EQ(text(m_redis->command("{m}", {"SET", "{m}new", "2"})), "OK");
@@ -733,7 +733,7 @@ TEST_F(RedisCluster, DuringAMigrationAskGoesToTheTargetWithoutMovingTheSlotAndTr
   // ASK left the slot table alone: {m}old is still asked of the source, so the target
   // (IMPORTING) never had to send a command back with MOVED.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(text(m_redis->command("{m}", {"GET", "{m}old"})), "1");
-  EXPECT_EQ(m_cluster->node(to).cli_ok({"INFO", "errorstats"}).find("MOVED"), std::string::npos);
+  EXPECT_EQ(m_cluster->node(to).query({"INFO", "errorstats"}).find("MOVED"), std::string::npos);
 
   // A command naming keys on both sides gets TRYAGAIN meanwhile: the client waits and asks
   // again, and is answered once the migration is over.
@@ -741,7 +741,7 @@ TEST_F(RedisCluster, DuringAMigrationAskGoesToTheTargetWithoutMovingTheSlotAndTr
   std::thread waiting([&] { both = m_redis->command("{m}", {"MGET", "{m}old", "{m}new"}); });
   bool tried_again = false;
   for (auto deadline = Clock::now() + 5s; !tried_again && Clock::now() < deadline;) {
-    tried_again = m_cluster->node(from).cli_ok({"INFO", "errorstats"}).find("errorstat_TRYAGAIN") != std::string::npos;
+    tried_again = m_cluster->node(from).query({"INFO", "errorstats"}).find("errorstat_TRYAGAIN") != std::string::npos;
   }
   m_cluster->move_keys(slot, from, to);
   m_cluster->finish_migration(slot, from, to);
@@ -786,7 +786,7 @@ TEST_F(RedisCluster, NoOperationFailsWhileSlotsMoveUnderLoad) {
   // The load met the move: some of its commands were redirected.
   long long redirected = 0;
   for (int port : primaries) {
-    std::string errors = m_cluster->node(port).cli_ok({"INFO", "errorstats"});
+    std::string errors = m_cluster->node(port).query({"INFO", "errorstats"});
     for (const char* kind : {"errorstat_MOVED:count=", "errorstat_ASK:count="}) {
       if (auto at = errors.find(kind); at != std::string::npos)
         redirected += std::atoll(errors.c_str() + at + std::strlen(kind));

@@ -1,7 +1,7 @@
 // Real Redis for tests: one redis-server, or a Redis Cluster of three primaries with a replica
 // each, on loopback ports in a test's folder; killed with the test process. Driven with
-// redis-server and redis-cli alone (no client library), so that the client under test is never
-// what sets up or checks its own test.
+// redis-server, redis-cli and a few lines of RESP here (no client library), so that the client
+// under test is never what sets up or checks its own test.
 #pragma once
 
 #include <sys/types.h>
@@ -57,10 +57,11 @@ class RedisServer {
   // returns once it answers PING. Throws if it cannot.
   void restart();
 
-  // redis-cli -h 127.0.0.1 -p PORT (authenticated as the server's user) ARGS...
-  CommandResult cli(const std::vector<std::string>& args) const;
-  // The same, throwing with its output unless it exits 0; its stdout with the last newline cut.
-  std::string cli_ok(const std::vector<std::string>& args) const;
+  // The command ARGS on a connection of its own (authenticated as the server's user), its reply
+  // as redis-cli prints it (strings and integers as text, an array's elements a line each);
+  // throws on an error reply or a connection that fails. Raw RESP, not a redis-cli process per
+  // question: a cluster's state is asked about 25 times for each look while it settles.
+  std::string query(const std::vector<std::string>& args) const;
   // HSET KEY FIELD VALUE where VALUE is `bytes` bytes of `fill`, written on a loopback connection
   // of its own in 1 MiB pieces, so that this process never holds the value (a stand-in for anyone
   // who can write to Redis planting a huge field). Redis's reply line (":1"); throws when the
@@ -86,9 +87,10 @@ class RedisCluster {
   // Like RedisServer::unavailable (a cluster needs redis-cli too).
   static std::optional<std::string> unavailable() { return RedisServer::unavailable(); }
 
-  // Starts six nodes in subfolders of `dir`, joins them with redis-cli --cluster create, and
-  // returns once every node agrees on the slots and says cluster_state:ok, and every replica is
-  // in sync. Throws with what failed.
+  // Starts six nodes in subfolders of `dir`, joins them as redis-cli --cluster create would (the
+  // slots split over the first three, each of the others a replica of one), and returns once
+  // every node agrees on the slots and says cluster_state:ok, and every replica is in sync.
+  // Throws with what failed.
   // `extra_args`: more redis-server flags for every node.
   static std::unique_ptr<RedisCluster> start(const std::filesystem::path& dir,
                                              std::chrono::milliseconds node_timeout = std::chrono::milliseconds(1000),
