@@ -348,8 +348,8 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
 // Single nvcc commands of the shapes builds send: the same object as nvcc's but for nvcc's
 // temporary name, an options file, spaces and a quote in paths (a double quote in a folder's
 // name breaks nvcc 13 itself: its PTX then fails to parse), a failing compile (nvcc's
-// diagnostics and exit code, nothing stored), a launcher killed part-way (no object), and what
-// the launcher does not take (counted by reason).
+// diagnostics and exit code, nothing stored), a launcher killed part-way (no object; its work
+// folder removed by a later launch), and what the launcher does not take (counted by reason).
 TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   auto daemon = start_daemon("a");
   server_ = daemon->address();
@@ -418,11 +418,34 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
     if (::chdir(work.c_str()) == 0) ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
+  // Its work folder, kcache-cc-<pid>-XXXXXX, is made before nvcc's plan runs.
+  const std::string killed_prefix = "kcache-cc-" + std::to_string(pid) + "-";
+  auto work_folders_of = [&](const std::string& prefix) {
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+      if (e.path().filename().string().starts_with(prefix)) found.push_back(e.path());
+    }
+    return found;
+  };
+  EXPECT_TRUE(poll_until([&] { return !work_folders_of(killed_prefix).empty(); }, 30s));
   std::this_thread::sleep_for(300ms);  // inside nvcc's plan: its preprocessors take longer
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   EXPECT_FALSE(fs::exists(work / "killed.o"));
   counts();
+
+  // The killed launch could not remove its folder (nvcc's preprocessed files, megabytes). A later
+  // launch removes it once its pid is gone and nothing in it changed for an hour (made so here);
+  // a folder of a live launch, or one touched within the hour, stays.
+  std::vector<fs::path> abandoned = work_folders_of(killed_prefix);
+  ASSERT_EQ(abandoned.size(), 1u);
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(abandoned[0], two_hours_ago);
+  fs::path live = fs::temp_directory_path() / ("kcache-cc-" + std::to_string(::getpid()) + "-live");
+  fs::path recent = fs::temp_directory_path() / (killed_prefix + "recent");
+  fs::create_directories(live);
+  fs::create_directories(recent);
+  fs::last_write_time(live, two_hours_ago);
 
   // What the launcher does not take runs nvcc unchanged, counted by reason, here and on the daemon.
   ASSERT_EQ(run_ok({KCACHE_CLI_PATH, nvcc_.string(), include, "--extended-lambda", "-arch=sm_80", "-E",
@@ -431,6 +454,11 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
             0);
   EXPECT_TRUE(fs::file_size(work / "pre.ii") > 0);
   EXPECT_EQ(counts()["uncacheable.option_-E"], 1);
+  EXPECT_FALSE(fs::exists(abandoned[0])) << "the killed launch's work folder is still there";
+  EXPECT_TRUE(fs::exists(live)) << "a live launch's folder was removed";
+  EXPECT_TRUE(fs::exists(recent)) << "a folder touched within the hour was removed";
+  fs::remove_all(live);
+  fs::remove_all(recent);
   Client client(ClientOptions{daemon->address(), std::chrono::seconds(30)});
   auto stats = client.stats();
   ASSERT_TRUE(stats);
