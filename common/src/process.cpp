@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,6 +156,38 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
   ProcessOptions options;
   options.deadline = deadline;
   return run_process(argv, options);
+}
+
+void remove_folders_of_dead_processes(const std::filesystem::path& dir, std::string_view prefix,
+                                      std::chrono::seconds min_age) {
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    // <prefix><pid>-XXXXXX: the pid of the process that made it.
+    std::string_view rest = std::string_view(name).substr(prefix.size());
+    auto dash = rest.find('-');
+    if (dash == std::string_view::npos || dash == 0 || dash > 9) continue;
+    pid_t pid = 0;
+    for (char c : rest.substr(0, dash)) {
+      if (c < '0' || c > '9') {
+        pid = 0;
+        break;
+      }
+      pid = pid * 10 + (c - '0');
+    }
+    struct stat st {};
+    if (pid <= 0 || ::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (min_age.count() > 0) {
+      std::error_code time_ec;
+      auto changed = std::filesystem::last_write_time(it->path(), time_ec);
+      if (time_ec || now - changed < min_age) continue;
+    }
+    std::error_code remove_ec;
+    std::filesystem::remove_all(it->path(), remove_ec);
+  }
 }
 
 }  // namespace kcache

@@ -27,6 +27,7 @@
 
 #include "net/admission.hpp"
 #include "net/grpc_calls.hpp"
+#include "kcache/process.hpp"
 #include "net/h2_frames.hpp"
 
 namespace kcache::server::net {
@@ -131,29 +132,7 @@ constexpr std::string_view k_folder_prefix = "/tmp/kcached-";
 // The private folders (k_folder_prefix PID-XXXXXX) of kcached processes that are gone (killed
 // before they could remove theirs), this user's only. A live process's folder is never touched:
 // its PID still answers kill(pid, 0).
-void remove_folders_of_dead_gates() {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/tmp", ec)) {
-    std::string name = entry.path().filename().string();
-    std::string_view prefix = k_folder_prefix.substr(5);  // "kcached-"
-    if (!name.starts_with(prefix)) continue;
-    std::string_view rest = std::string_view(name).substr(prefix.size());
-    auto dash = rest.find('-');
-    if (dash == std::string_view::npos || dash == 0) continue;
-    pid_t pid = 0;
-    for (char c : rest.substr(0, dash)) {
-      if (c < '0' || c > '9') {
-        pid = 0;
-        break;
-      }
-      pid = pid * 10 + (c - '0');
-    }
-    struct stat st {};
-    if (pid <= 0 || ::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::filesystem::remove_all(entry.path(), ec);
-  }
-}
+void remove_folders_of_dead_gates() { remove_folders_of_dead_processes("/tmp", k_folder_prefix.substr(5)); }
 
 }  // namespace
 

@@ -1,14 +1,12 @@
 #include "launcher/launch.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -156,43 +154,12 @@ bool move_into_place(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-void sweep_abandoned_work_folders(const fs::path& temp, std::chrono::seconds min_age) {
-  std::error_code ec;
-  const auto now = fs::file_time_type::clock::now();
-  for (fs::directory_iterator it(temp, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (!name.starts_with(k_work_folder_prefix)) continue;
-    // kcache-cc-<pid>-XXXXXX: the pid of the launch that made it.
-    std::string_view rest = std::string_view(name).substr(std::strlen(k_work_folder_prefix));
-    auto dash = rest.find('-');
-    if (dash == std::string_view::npos || dash == 0 || dash > 9) continue;
-    pid_t pid = 0;
-    for (char c : rest.substr(0, dash)) {
-      if (c < '0' || c > '9') {
-        pid = 0;
-        break;
-      }
-      pid = pid * 10 + (c - '0');
-    }
-    struct stat st {};
-    if (pid <= 0 || ::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
-    // A launch still running (here), or one that may be in another pid namespace sharing this
-    // folder, is left alone: only folders untouched for `min_age` whose launch is gone here.
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code time_ec;
-    auto changed = fs::last_write_time(it->path(), time_ec);
-    if (time_ec || now - changed < min_age) continue;
-    std::error_code remove_ec;
-    fs::remove_all(it->path(), remove_ec);
-  }
-}
-
 Launch::Launch(std::string compiler, std::vector<std::string> args)
     : m_compiler(std::move(compiler)), m_args(std::move(args)) {
   const fs::path temp = fs::temp_directory_path();
   // A launch killed part-way (SIGKILL, or Ctrl-C: no destructor runs) leaves its folder, with
   // nvcc's preprocessed files in it (megabytes); the launches after it remove such folders.
-  sweep_abandoned_work_folders(temp, k_abandoned_work_folder_age);
+  remove_folders_of_dead_processes(temp, k_work_folder_prefix, k_abandoned_work_folder_age);
   std::string pattern = (temp / (std::string(k_work_folder_prefix) + std::to_string(::getpid()) + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data()) != nullptr) m_work_prefix = pattern + "/";
   for (char** e = environ; *e != nullptr; ++e) {

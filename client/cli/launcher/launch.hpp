@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -60,12 +59,9 @@ bool is_host_compiler(std::string_view program);
 // Each launch works in a folder of its own under the temporary folder: kcache-cc-<pid>-XXXXXX.
 inline constexpr const char* k_work_folder_prefix = "kcache-cc-";
 // How long a folder whose launch is gone must have been left untouched before a later launch
-// removes it: another pid namespace (a container sharing /tmp) may have a live launch of that pid.
+// removes it (remove_folders_of_dead_processes): another pid namespace (a container sharing /tmp)
+// may have a live launch of that pid, waiting on a long step.
 inline constexpr std::chrono::seconds k_abandoned_work_folder_age{3600};
-
-// Removes the work folders under `temp` that this user's launches left when they were killed:
-// their pid is no longer running here and nothing in them changed for `min_age`.
-void sweep_abandoned_work_folders(const std::filesystem::path& temp, std::chrono::seconds min_age);
 
 // One launch of a compiler. A subclass plans the compile and runs its steps through these.
 class Launch {

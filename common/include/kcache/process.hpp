@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcache/expected.hpp"
@@ -41,5 +42,13 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const 
 Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
                                     std::chrono::steady_clock::time_point deadline =
                                         std::chrono::steady_clock::time_point::max());
+
+// Removes the folders `dir`/<prefix><pid>-* that this user's processes made for themselves and
+// left behind when they were killed (no destructor ran): those whose pid no longer runs here and
+// in which nothing changed for `min_age`. A live process's folder is never touched: its pid still
+// answers kill(pid, 0). `min_age` also spares a live process of the same pid in another pid
+// namespace that shares `dir` (a container sharing /tmp), where that matters.
+void remove_folders_of_dead_processes(const std::filesystem::path& dir, std::string_view prefix,
+                                      std::chrono::seconds min_age = std::chrono::seconds(0));
 
 }  // namespace kcache
