@@ -413,11 +413,15 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   args.push_back(nullptr);
   for (std::string& e : killed_env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  // In a process group of its own, killed whole as Ctrl-C would: nvcc's programs that the launch
+  // started die with it, and none writes into its folder after.
   pid_t pid = fork();
   if (pid == 0) {
+    ::setpgid(0, 0);
     if (::chdir(work.c_str()) == 0) ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // as the child does, whichever runs first
   // Its work folder, kcache-cc-<pid>-XXXXXX, is made before nvcc's plan runs.
   const std::string killed_prefix = "kcache-cc-" + std::to_string(pid) + "-";
   auto work_folders_of = [&](const std::string& prefix) {
@@ -429,7 +433,7 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   };
   EXPECT_TRUE(poll_until([&] { return !work_folders_of(killed_prefix).empty(); }, 30s));
   std::this_thread::sleep_for(300ms);  // inside nvcc's plan: its preprocessors take longer
-  ::kill(pid, SIGKILL);
+  ::kill(-pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   EXPECT_FALSE(fs::exists(work / "killed.o"));
   counts();
