@@ -5,8 +5,8 @@ the same run on the same machine: whole-process wall time of one `-c` compile.
 For each source and compiler, each round:
   cold    `kcache COMPILER ...` against a kcached on a fresh database (every step a miss), then
   plain   the same command without kcache, alternated with it so drift hits both alike;
-  warm    `kcache COMPILER ...` again (every step a hit: the preprocessors, cudafe++ and fatbinary
-          still run here).
+  warm    `kcache COMPILER ...` again (for nvcc, its whole compile a hit: only the preprocessors
+          run here; for clang, every step a hit: its preprocessors and the image's packaging run).
 Sources: tests/data/launcher/src/softmax.cu (a kernel of the project's fixture, templates and a
 shared header) and bench/corpus/launcher/thrust_sort.cu (Thrust's sort and CUB's reduce, code of
 the toolkit's own), each for sm_80 and sm_90. Then the whole project of tests/data/launcher (its

@@ -9,7 +9,8 @@
 namespace kcache {
 namespace {
 
-constexpr std::array<StepTool, k_step_tool_count> k_tools = {StepTool::cicc, StepTool::clang, StepTool::ptxas, StepTool::host};
+constexpr std::array<StepTool, k_step_tool_count> k_tools = {StepTool::cicc, StepTool::clang, StepTool::ptxas, StepTool::host,
+                                                            StepTool::nvcc};
 
 // An option the tool takes, and what follows it.
 enum class Operand {
@@ -259,6 +260,7 @@ std::string_view step_tool_name(StepTool tool) {
     case StepTool::ptxas: return "ptxas";
     case StepTool::host: return "host";
     case StepTool::clang: return "clang";
+    case StepTool::nvcc: return "nvcc";
   }
   return "?";
 }
@@ -272,7 +274,7 @@ std::optional<StepTool> parse_step_tool(std::string_view name) {
 
 std::span<const StepTool> all_step_tools() { return k_tools; }
 
-Side step_side(StepTool tool) { return tool == StepTool::host ? Side::host : Side::device; }
+Side step_side(StepTool tool) { return tool == StepTool::host || tool == StepTool::nvcc ? Side::host : Side::device; }
 
 bool is_step_file_name(std::string_view name) {
   if (name.empty() || name.size() > 128 || name.front() == '.' || name.front() == '-' || name.front() == '@') return false;
@@ -327,9 +329,11 @@ Expected<void> check_step(const StepSpec& spec) {
       return check_args(spec, k_clang_options);
     }
     case StepTool::host:
+    case StepTool::nvcc:
       // Never run by the daemon: its arguments only name the compile in the key.
       if (spec.outputs != std::vector<std::string>{std::string(k_step_object)}) {
-        return make_error(ErrorCode::k_invalid_argument, "a host step has one output, 'object'");
+        return make_error(ErrorCode::k_invalid_argument,
+                          std::string(step_tool_name(spec.tool)) + " steps have one output, 'object'");
       }
       return {};
   }

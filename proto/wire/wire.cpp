@@ -350,6 +350,7 @@ v1::StepTool to_proto(StepTool tool) {
     case StepTool::ptxas: return v1::STEP_TOOL_PTXAS;
     case StepTool::host: return v1::STEP_TOOL_HOST;
     case StepTool::clang: return v1::STEP_TOOL_CLANG;
+    case StepTool::nvcc: return v1::STEP_TOOL_NVCC;
   }
   return v1::STEP_TOOL_UNSPECIFIED;
 }
@@ -360,6 +361,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
     case v1::STEP_TOOL_PTXAS: return StepTool::ptxas;
     case v1::STEP_TOOL_HOST: return StepTool::host;
     case v1::STEP_TOOL_CLANG: return StepTool::clang;
+    case v1::STEP_TOOL_NVCC: return StepTool::nvcc;
     default: return std::nullopt;
   }
 }
@@ -367,7 +369,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
 Expected<StepAsk> step_ask(const v1::StepRequest& request) {
   StepAsk ask;
   auto tool = from_proto(request.tool());
-  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas or host");
+  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas, host or nvcc");
   ask.spec.tool = *tool;
   auto identity = digest_from_hex(request.tool_digest());
   if (!identity) {
@@ -397,10 +399,11 @@ Expected<StepAsk> step_ask(const v1::StepRequest& request) {
     if (auto ok = check_step_input(ask.spec.tool, ask.spec.inputs[i], ask.inputs[i]); !ok) return ok.error();
   }
   if (request.has_offered()) {
-    if (device) return make_error(ErrorCode::k_invalid_argument, "only a host step offers an object");
+    if (device) return make_error(ErrorCode::k_invalid_argument, "only a host or nvcc step offers an object");
     ask.offered = request.offered().content();
     ask.offered_stderr = request.offered_stderr();
-    ask.input_bytes += ask.offered->size() + ask.offered_stderr.size();
+    ask.offered_stdout = request.offered_stdout();
+    ask.input_bytes += ask.offered->size() + ask.offered_stderr.size() + ask.offered_stdout.size();
   }
   return ask;
 }

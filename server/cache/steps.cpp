@@ -127,6 +127,7 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
     StepRun run;
     run.outputs.emplace_back(std::string(k_step_object), std::string(*ask.offered));
     run.stderr_text = std::string(ask.offered_stderr);
+    run.stdout_text = std::string(ask.offered_stdout);
     std::vector<Image> images = step_images(run);
     images.front().meta.kind = ImageKind::object;  // checked by the host wall, as every host object
     EntryRecord record = step_record(tool);

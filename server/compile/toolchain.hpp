@@ -113,10 +113,6 @@ class ToolRuns {
 // worker's hello).
 enum class ToolkitLibraries { load, by_workers };
 
-// The digest of the toolkit's header set under `include_dirs`: every regular file's path
-// (relative to its folder), size and modification time, sorted. A changed header changes one of
-// them (what ccache's compiler check also relies on), without reading 30 MB at every start.
-std::string cuda_headers_digest(const std::vector<std::filesystem::path>& include_dirs);
 
 // Detects LLVM, the CUDA toolkit under `cuda_root` (absent is fine) and rtlib, and computes the
 // fingerprint. Initialises LLVM's targets on first use.

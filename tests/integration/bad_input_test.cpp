@@ -291,7 +291,7 @@ TEST_F(BadInput, EachBadBuildStepIsRefusedClearly) {
   expect_step_refused(ptxas(), ErrorCode::k_failed_precondition, "the client runs the step itself");
   v1::StepRequest offered_device = ptxas();
   offered_device.mutable_offered()->set_content("x");
-  expect_step_refused(offered_device, ErrorCode::k_invalid_argument, "only a host step offers an object");
+  expect_step_refused(offered_device, ErrorCode::k_invalid_argument, "only a host or nvcc step offers an object");
 
   // A host object naming a device-only symbol is refused by the host wall, and not stored.
   auto host = [&] {
@@ -325,6 +325,35 @@ TEST_F(BadInput, EachBadBuildStepIsRefusedClearly) {
   ASSERT_EQ(found->outputs_size(), 1);
   EXPECT_TRUE(found->outputs(0).content() == object);
   EXPECT_EQ(found->stderr_text(), "warning: kept with the object\n");
+
+  // nvcc's whole compile is a host entry too: behind the same wall, with one output, and what its
+  // programs printed on either stream kept with the object.
+  auto whole = [&] {
+    v1::StepRequest r = host();
+    r.set_tool(v1::STEP_TOOL_NVCC);
+    r.clear_args();
+    r.mutable_inputs(0)->set_name("plan");
+    return r;
+  };
+  v1::StepRequest whole_leaking = whole();
+  whole_leaking.mutable_offered()->set_content(
+      host_object_with_llc("declare ptr @gpu_malloc(i64)\ndefine ptr @g() {\n  %p = call ptr @gpu_malloc(i64 8)\n  ret ptr %p\n}\n"));
+  expect_step_refused(whole_leaking, ErrorCode::k_invalid_argument, "gpu_malloc");
+  v1::StepRequest two_outputs = whole();
+  two_outputs.add_outputs("f1.ptx");
+  expect_step_refused(two_outputs, ErrorCode::k_invalid_argument, "nvcc steps have one output, 'object'");
+  v1::StepRequest whole_clean = whole();
+  whole_clean.mutable_offered()->set_content(object);
+  whole_clean.set_offered_stderr("linear.cu(8): warning #177-D\n");
+  whole_clean.set_offered_stdout("linear.cu\n");
+  ASSERT_TRUE(m_client->step(whole_clean));
+  auto whole_found = m_client->step(whole());
+  ASSERT_TRUE(whole_found) << whole_found.error().message;
+  EXPECT_EQ(whole_found->outcome(), v1::OUTCOME_HIT);
+  ASSERT_EQ(whole_found->outputs_size(), 1);
+  EXPECT_TRUE(whole_found->outputs(0).content() == object);
+  EXPECT_EQ(whole_found->stderr_text(), "linear.cu(8): warning #177-D\n");
+  EXPECT_EQ(whole_found->stdout_text(), "linear.cu\n");
   expect_still_serving();
 }
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,6 +123,17 @@ class Launcher : public ::testing::Test {
     std::ofstream(path) << s;
   }
 
+  // Every compile of an nvcc build was a hit of its whole compile (StepTool::nvcc): no step past
+  // the preprocessors ran, here or on the daemon (cudafe++, cicc, ptxas, fatbinary, host compile).
+  static void expect_every_whole_compile_hit(std::map<std::string, long> c, long files) {
+    EXPECT_EQ(c["nvcc.hit"], files);
+    EXPECT_EQ(c["nvcc.miss"], 0);
+    for (const char* step : {"cicc", "ptxas", "host"}) {
+      EXPECT_EQ(c[std::string(step) + ".hit"] + c[std::string(step) + ".miss"] + c[std::string(step) + ".local"], 0)
+          << step << " ran although the whole compile hit";
+    }
+  }
+
   // Every step of a build was a hit: `device` (cicc or clang) and ptxas for each of `files` x
   // `archs`, and each file's host object.
   static void expect_every_step_hit(std::map<std::string, long> c, const std::string& device, long files, long archs) {
@@ -140,6 +152,9 @@ class Launcher : public ::testing::Test {
     ASSERT_EQ(build(build_dir), 0);
     auto host_change = counts();
     EXPECT_EQ(host_change["launcher.compiles"], 1);
+    if (device == "cicc") {
+      EXPECT_EQ(host_change["nvcc.miss"], 1) << "the host text changed: the whole compile misses";
+    }
     EXPECT_EQ(host_change["host.miss"], 1);
     EXPECT_EQ(host_change[device + ".hit"], 2);
     EXPECT_EQ(host_change[device + ".miss"], 0);
@@ -149,6 +164,9 @@ class Launcher : public ::testing::Test {
     ASSERT_EQ(build(build_dir), 0);
     auto header_change = counts();
     EXPECT_EQ(header_change["launcher.compiles"], 4) << "linear, reduce, softmax and rdc_user include it";
+    if (device == "cicc") {
+      EXPECT_EQ(header_change["nvcc.miss"], 4);
+    }
     EXPECT_EQ(header_change[device + ".miss"], 8);
     EXPECT_EQ(header_change[device + ".hit"], 0);
   }
@@ -204,10 +222,12 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObj
   ASSERT_EQ(configure("build"), 0);
   counts();
 
-  // Cold: every arch's cicc and ptxas runs on the daemon, every host compile here.
+  // Cold: every arch's cicc and ptxas runs on the daemon, every host compile here; each whole
+  // compile misses, and its object is offered after.
   ASSERT_EQ(build("build"), 0);
   auto cold = counts();
   EXPECT_EQ(cold["launcher.compiles"], k_files);
+  EXPECT_EQ(cold["nvcc.miss"], k_files);
   EXPECT_EQ(cold["cicc.miss"], k_files * 2) << "each file x 2 archs";
   EXPECT_EQ(cold["ptxas.miss"], k_files * 2);
   EXPECT_EQ(cold["host.miss"], k_files);
@@ -215,22 +235,23 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObj
   EXPECT_EQ(program_output("build"), "fixture banner v1\nnote 0\n");
   std::string cold_program = read_all(m_dir.path() / "build" / "fixture");
 
-  // Warm, after ninja clean: no cicc, ptxas or host compile runs; the same program, byte for byte.
+  // Warm, after ninja clean: only the preprocessors run (no cudafe++, cicc, ptxas, fatbinary or
+  // host compile); the same program, byte for byte.
   ASSERT_EQ(run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / "build").string(), "clean"}), 0);
   ASSERT_EQ(build("build"), 0);
-  expect_every_step_hit(counts(), "cicc", k_files, 2);
+  expect_every_whole_compile_hit(counts(), k_files);
   EXPECT_TRUE(read_all(m_dir.path() / "build" / "fixture") == cold_program) << "the rebuilt program differs";
 
   // A second machine: another build folder on the other daemon, which gets every step from Redis.
   Client a_client(ClientOptions{a->address(), std::chrono::seconds(30)});
   ASSERT_TRUE(poll_until([&] {
     auto s = a_client.stats();
-    return s && s->remote_writes() >= static_cast<std::uint64_t>(k_files * 5);
-  })) << "A's entries (cicc and ptxas per arch, the host object) reach Redis";
+    return s && s->remote_writes() >= static_cast<std::uint64_t>(k_files * 6);
+  })) << "A's entries (cicc and ptxas per arch, the host object, the whole compile) reach Redis";
   server_ = b->address();
   ASSERT_EQ(configure("build-b"), 0);
   ASSERT_EQ(build("build-b"), 0);
-  expect_every_step_hit(counts(), "cicc", k_files, 2);
+  expect_every_whole_compile_hit(counts(), k_files);
   Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
   auto b_stats = b_client.stats();
   ASSERT_TRUE(b_stats);
@@ -242,11 +263,13 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObj
   }
   EXPECT_EQ(program_output("build-b"), "fixture banner v1\nnote 0\n");
 
-  // sm_90 dropped: every file compiles again (its flags changed); sm_80's steps all hit.
+  // sm_90 dropped: every file compiles again (its flags changed, so its whole compile misses);
+  // sm_80's steps all hit.
   ASSERT_EQ(configure("build-b", "80"), 0);
   ASSERT_EQ(build("build-b"), 0);
   auto dropped = counts();
   EXPECT_EQ(dropped["launcher.compiles"], k_files);
+  EXPECT_EQ(dropped["nvcc.miss"], k_files);
   EXPECT_EQ(dropped["cicc.hit"], k_files);
   EXPECT_EQ(dropped["ptxas.hit"], k_files);
   EXPECT_EQ(dropped["cicc.miss"] + dropped["ptxas.miss"], 0);
@@ -382,6 +405,49 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
     theirs.replace(at + 7, 17, "00000000_00000000");
   }
   EXPECT_TRUE(ours == theirs) << "the launcher's object differs from nvcc's beyond its temporary name";
+
+  // Again: the whole compile hits, no step past the preprocessors runs, and the bytes are the same.
+  ASSERT_EQ(run_ok(with_output(launched, "k2.o"), work), 0);
+  auto again = counts();
+  EXPECT_EQ(again["nvcc.hit"], 1);
+  EXPECT_EQ(again["cicc.hit"] + again["cicc.miss"] + again["ptxas.hit"] + again["host.hit"] + again["host.miss"], 0);
+  EXPECT_TRUE(read_all(work / "k2.o") == ours) << "the whole compile's hit differs from its miss";
+
+  // What a compile printed comes again on a hit: this run's preprocessors' warnings (a #warning is
+  // not in their texts, so it is never taken from the entry), then what cudafe++ and cicc printed,
+  // kept with the object. The miss prints nvcc's own diagnostics, in nvcc's order.
+  std::ofstream(work / "warns.cu") << "#warning \"from the source\"\n"
+                                       "__global__ void k(int* x) { int unused = 3; x[0] = 1; }\n";
+  auto warns = [&](std::vector<std::string> argv, const std::string& out) {
+    argv.insert(argv.end(), {"-arch=sm_80", "-c", "warns.cu", "-o", out});
+    return run(argv, work);
+  };
+  auto nvcc_warned = warns({nvcc_.string()}, "wn.o");
+  auto missed = warns({KCACHE_CLI_PATH, nvcc_.string()}, "w1.o");
+  auto hit = warns({KCACHE_CLI_PATH, nvcc_.string()}, "w2.o");
+  auto lines_of = [](const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  ASSERT_EQ(nvcc_warned.exit_code, 0);
+  EXPECT_NE(nvcc_warned.error_output.find("#177-D"), std::string::npos) << nvcc_warned.error_output;
+  EXPECT_EQ(missed.error_output, nvcc_warned.error_output);
+  EXPECT_EQ(lines_of(hit.error_output), lines_of(nvcc_warned.error_output)) << hit.error_output;
+  EXPECT_EQ(hit.error_output.find("#warning"), nvcc_warned.error_output.find("#warning")) << "preprocessors first";
+  auto warned = counts();
+  EXPECT_EQ(warned["nvcc.miss"], 1);
+  EXPECT_EQ(warned["nvcc.hit"], 1);
+  EXPECT_TRUE(read_all(work / "w2.o") == read_all(work / "w1.o"));
+
+  // -g: the host compile's debug info names the work folder, so no whole compile is kept; the
+  // host compile runs here each time, as before.
+  for (const char* out : {"g1.o", "g2.o"}) ASSERT_EQ(warns({KCACHE_CLI_PATH, nvcc_.string(), "-g"}, out).exit_code, 0);
+  auto debug = counts();
+  EXPECT_EQ(debug["nvcc.hit"] + debug["nvcc.miss"], 0);
+  EXPECT_EQ(debug["host.local"], 2);
 
   // An options file (CMake's response files for long command lines) is read as nvcc reads it.
   std::ofstream(work / "opts.txt") << "-O3\n-DFIXTURE_OPT=1 -lineinfo\n";

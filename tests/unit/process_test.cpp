@@ -57,7 +57,9 @@ TEST(DeadProcessFolders, OnlyThisUsersFoldersOfGonePidsGoAndOnlyOnceOldEnough) {
   EXPECT_TRUE(fs::exists(other_prefix)) << "another prefix";
   EXPECT_TRUE(fs::exists(no_pid)) << "no pid in its name";
   EXPECT_TRUE(fs::exists(a_file)) << "not a folder";
-  if (given_away) EXPECT_TRUE(fs::exists(someone_elses)) << "another user's";
+  if (given_away) {
+    EXPECT_TRUE(fs::exists(someone_elses)) << "another user's";
+  }
 
   // A folder that does not exist, or is not readable as one, is no error.
   remove_folders_of_dead_processes(dir.path() / "absent", "kcache-cc-");

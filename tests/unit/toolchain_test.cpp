@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "compile/toolchain.hpp"
+#include "kcache/headers_digest.hpp"
 #include "kcache/sha256.hpp"
 #include "test_paths.hpp"
 #include "test_support.hpp"

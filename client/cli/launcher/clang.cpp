@@ -73,8 +73,8 @@ class ClangLaunch : public Launch {
       if (is_host_compile(argv)) {
         // The host side's preprocessing reads only the source: it runs from the start, beside
         // the device side's work; its compile waits for the device image.
-        tasks.push_back({[this, &argv] { return preprocess_host(argv); }, {}, false});
-        tasks.push_back({[this, &argv] { return host_compile(argv); }, {}, true});
+        tasks.push_back({[this, &argv] { return preprocess_host(argv); }, {}, false, {}});
+        tasks.push_back({[this, &argv] { return host_compile(argv); }, {}, true, {}});
         continue;
       }
       Task task;

@@ -243,8 +243,10 @@ std::vector<std::string> Launch::work_files(const std::vector<std::string>& argv
 
 bool Launch::run_plan(const std::vector<Task>& tasks) {
   {
+    std::size_t slots = tasks.size();
+    for (const Task& t : tasks) slots = std::max(slots, t.slot.value_or(0) + 1);
     std::lock_guard lock(m_mutex);
-    m_printed.resize(tasks.size() + 1);
+    m_printed.resize(slots + 1);
   }
   // after[j]: the tasks j waits for. A file's maker is the first task to name it (plans name a
   // file first where they write it); the tasks that name it later wait for that one only, so
@@ -279,7 +281,7 @@ bool Launch::run_plan(const std::vector<Task>& tasks) {
       state[j] = State::running;
       ++running;
       threads.emplace_back([&, j] {
-        t_task = j + 1;
+        t_task = tasks[j].slot.value_or(j) + 1;
         bool ok = tasks[j].run();
         std::lock_guard done(mutex);
         state[j] = State::done;
@@ -295,6 +297,17 @@ bool Launch::run_plan(const std::vector<Task>& tasks) {
   lock.unlock();
   for (std::thread& t : threads) t.join();
   return !failed;
+}
+
+std::pair<std::string, std::string> Launch::printed_in(const std::vector<std::size_t>& slots) {
+  std::lock_guard lock(m_mutex);
+  std::pair<std::string, std::string> out;
+  for (std::size_t s : slots) {
+    if (s + 1 >= m_printed.size()) continue;
+    out.first += m_printed[s + 1].out;
+    out.second += m_printed[s + 1].err;
+  }
+  return out;
 }
 
 kcache::Client* Launch::client() {
@@ -442,37 +455,57 @@ bool Launch::host_object(HostCompile& host) {
     m_stats.add("host.local");
     return compile_here();
   }
-  v1::StepRequest request;
-  request.set_tool(v1::STEP_TOOL_HOST);
-  request.set_tool_digest(to_hex(*host.identity));
-  for (const std::string& a : host.key_args) request.add_args(a);
-  for (const auto& [name, digest] : host.inputs) {
-    v1::StepFile* input = request.add_inputs();
-    input->set_name(name);
-    input->set_sha256(to_hex(digest));
-  }
-  request.add_outputs(std::string(k_step_object));
+  v1::StepRequest request = object_request(StepTool::host, *host.identity, host.key_args, host.inputs);
   auto found = ask_daemon(request, StepTool::host);
-  if (found && found->exit_code() == 0 && found->outputs_size() == 1) {
+  if (holds_object(found)) {
     if (early) early->join(), early.reset();  // its object is replaced by the one found
-    if (!write_file(host.object, found->outputs(0).content())) return false;
-    Printed& p = printed();
-    p.out += found->stdout_text();
-    p.err += found->stderr_text();
-    m_stats.add("host.hit");
-    return true;
+    return take_object(*found, StepTool::host, host.object);
   }
   if (!compile_here()) return false;
   if (!found) {
     m_stats.add("host.local");
     return true;
   }
-  m_stats.add("host.miss");
-  request.mutable_offered()->set_name(std::string(k_step_object));
-  request.mutable_offered()->set_content(read_file(host.object));
-  request.set_offered_stderr(compiled.error_output);
-  ask_daemon(request, StepTool::host);  // kept if the daemon takes it; the build goes on either way
+  offer_object(std::move(request), StepTool::host, host.object, {}, compiled.error_output);
   return true;
+}
+
+v1::StepRequest Launch::object_request(StepTool tool, const Digest& identity, const std::vector<std::string>& key_args,
+                                       const std::vector<std::pair<std::string, Digest>>& inputs) {
+  v1::StepRequest request;
+  request.set_tool(tool == StepTool::nvcc ? v1::STEP_TOOL_NVCC : v1::STEP_TOOL_HOST);
+  request.set_tool_digest(to_hex(identity));
+  for (const std::string& a : key_args) request.add_args(a);
+  for (const auto& [name, digest] : inputs) {
+    v1::StepFile* input = request.add_inputs();
+    input->set_name(name);
+    input->set_sha256(to_hex(digest));
+  }
+  request.add_outputs(std::string(k_step_object));
+  return request;
+}
+
+bool Launch::holds_object(const std::optional<v1::StepResponse>& found) {
+  return found && found->exit_code() == 0 && found->outputs_size() == 1;
+}
+
+bool Launch::take_object(const v1::StepResponse& found, StepTool tool, const std::string& object) {
+  if (!write_file(object, found.outputs(0).content())) return false;
+  Printed& p = printed();
+  p.out += found.stdout_text();
+  p.err += found.stderr_text();
+  m_stats.add(std::string(step_tool_name(tool)) + ".hit");
+  return true;
+}
+
+void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
+                          const std::string& err) {
+  m_stats.add(std::string(step_tool_name(tool)) + ".miss");
+  request.mutable_offered()->set_name(std::string(k_step_object));
+  request.mutable_offered()->set_content(read_file(object));
+  request.set_offered_stdout(out);
+  request.set_offered_stderr(err);
+  ask_daemon(request, tool);  // kept if the daemon takes it; the build goes on either way
 }
 
 int Launch::unchanged(const std::vector<std::string>& real, const std::string& reason) {

@@ -106,9 +106,25 @@ class Launch {
   // found meanwhile still wins.
   bool host_object(HostCompile& host);
 
+  // A host-side entry (the host compile's object, or nvcc's whole compile's): its request, named by
+  // the tool's identity, the key's arguments and the inputs' digests, asking for the object.
+  static v1::StepRequest object_request(StepTool tool, const Digest& identity, const std::vector<std::string>& key_args,
+                                        const std::vector<std::pair<std::string, Digest>>& inputs);
+  // Whether the daemon's answer to it (ask_daemon) found the object; take_object then writes it to
+  // `object` and keeps what its compile printed, to print.
+  static bool holds_object(const std::optional<v1::StepResponse>& found);
+  bool take_object(const v1::StepResponse& found, StepTool tool, const std::string& object);
+  // Offers the object compiled here, with what its compile printed, under the request's key; the
+  // build goes on whether the daemon keeps it or not.
+  void offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
+                    const std::string& err);
+
   // The host compiler driver's identity: its program, the compiler proper it names for `proper`
   // (cc1plus; empty: none) and its version text, kept by the driver's file identity.
   Expected<Digest> host_compiler_identity(const std::string& program, const std::string& proper);
+
+  // The daemon's answer to a step; std::nullopt when it cannot give one (down, or refused).
+  std::optional<v1::StepResponse> ask_daemon(const v1::StepRequest& request, StepTool tool);
 
   // The compile as the real compiler runs it, counted by why (locally and on the daemon).
   int unchanged(const std::vector<std::string>& real, const std::string& reason);
@@ -126,12 +142,17 @@ class Launch {
     std::function<bool()> run;
     std::vector<std::string> files;
     bool barrier = false;
+    // Where what it prints goes among the tasks' (what finish() prints in order): its own place
+    // by default; a plan run out of its order keeps each step's in the plan's.
+    std::optional<std::size_t> slot;
   };
   // Runs the tasks, each once the task that first named each of its files (its maker), and every
   // earlier barrier, has finished, several at a time: each arch's chain of steps, and the preprocessors, overlap as
   // the plan's order allows. What each prints is kept in plan order. False at the first failure
   // (the tasks already running finish first).
   bool run_plan(const std::vector<Task>& tasks);
+  // What the tasks printed in these slots, in order: (stdout, stderr).
+  std::pair<std::string, std::string> printed_in(const std::vector<std::size_t>& slots);
   // The work folder's files an argument list names, alone or inside an argument
   // (--image3=kind=elf,sm=80,file=F).
   std::vector<std::string> work_files(const std::vector<std::string>& argv) const;
@@ -159,7 +180,6 @@ class Launch {
 
  private:
   kcache::Client* client();
-  std::optional<v1::StepResponse> ask_daemon(const v1::StepRequest& request, StepTool tool);
 
   std::string m_work_prefix;
   // What a step printed, to print at the end: per task in plan order (run_plan), else one.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kcache/headers_digest.hpp"
 #include "launcher/launcher.hpp"
 #include "launcher/launch.hpp"
 #include "launcher/nvcc_plan.hpp"
@@ -70,9 +71,31 @@ class NvccLaunch : public Launch {
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");
-    std::vector<Task> tasks;
-    for (const PlanStep& step : m_steps) {
+    std::vector<Task> tasks = plan_tasks();
+    if (!run_plan(tasks)) {
+      // A failed step: nvcc itself says what failed, with its exit code, and nothing is kept.
+      m_stats.add("launcher.failed");
+      return run_unchanged(real);
+    }
+    if (m_whole && !m_whole_hit && fs::exists(object_file())) {
+      auto [out, err] = printed_in(m_past_preprocessors);
+      offer_object(std::move(*m_whole), StepTool::nvcc, object_file(), out, err);
+    }
+    return finish();
+  }
+
+ private:
+  // The plan's steps as tasks. Where the whole compile can be named (whole_compile_target), the
+  // preprocessors run first; then the whole compile's object is looked up, and a hit skips every
+  // step after them but the dependency file. What each step prints keeps its place in the plan
+  // (on a hit, the steps past the preprocessors print theirs after all of the preprocessors').
+  std::vector<Task> plan_tasks() {
+    const bool whole = !whole_compile_target().empty();
+    std::vector<Task> first, past;
+    for (std::size_t i = 0; i < m_steps.size(); ++i) {
+      const PlanStep& step = m_steps[i];
       Task task;
+      task.slot = i;
       task.barrier = step.kind != PlanStep::Kind::run || is_host_compile(step.argv);
       switch (step.kind) {
         case PlanStep::Kind::assign:
@@ -94,17 +117,111 @@ class NvccLaunch : public Launch {
           if (is_host_compiler(basename_of(step.argv.front()))) remember_preprocessed(step.argv);
           break;
       }
-      tasks.push_back(std::move(task));
+      if (whole && (step.kind == PlanStep::Kind::assign || is_preprocessor(step))) {
+        first.push_back(std::move(task));
+        continue;
+      }
+      if (whole && step.kind != PlanStep::Kind::filter_deps) {
+        task.run = [this, run = std::move(task.run)] { return m_whole_hit || run(); };
+      }
+      m_past_preprocessors.push_back(i);
+      past.push_back(std::move(task));
     }
-    if (!run_plan(tasks)) {
-      // A failed step: nvcc itself says what failed, with its exit code, and nothing is kept.
-      m_stats.add("launcher.failed");
-      return run_unchanged(real);
-    }
-    return finish();
+    if (!whole) return past;
+    Task look;
+    look.barrier = true;  // after every preprocessor, before every other step
+    // A hit prints what the steps past the preprocessors printed after what this run's
+    // preprocessors print (their warnings come from the source, which their texts do not hold).
+    look.slot = m_steps.size();
+    look.run = [this] { return look_up_whole_compile(), true; };
+    first.push_back(std::move(look));
+    first.insert(first.end(), std::make_move_iterator(past.begin()), std::make_move_iterator(past.end()));
+    return first;
   }
 
- private:
+  bool is_preprocessor(const PlanStep& step) const {
+    return step.kind == PlanStep::Kind::run && is_host_compiler(basename_of(step.argv.front())) &&
+           std::find(step.argv.begin(), step.argv.end(), "-E") != step.argv.end();
+  }
+
+  // Where the host compile writes the object, when the whole compile can be looked up: a plan
+  // whose assignments all come first, with preprocessors and one host compile, without -g (whose
+  // debug info names the work folder); empty otherwise.
+  std::string whole_compile_target() const {
+    std::string target;
+    bool ran = false, preprocessed = false;
+    int host_compiles = 0;
+    for (const PlanStep& step : m_steps) {
+      if (step.kind == PlanStep::Kind::assign && ran) return {};
+      if (step.kind != PlanStep::Kind::assign) ran = true;
+      if (step.kind != PlanStep::Kind::run) continue;
+      preprocessed |= is_preprocessor(step);
+      if (!is_host_compiler(basename_of(step.argv.front())) || !is_host_compile(step.argv)) continue;
+      ++host_compiles;
+      for (std::size_t i = 0; i < step.argv.size(); ++i) {
+        const std::string& a = step.argv[i];
+        if (a.starts_with("-g") && a != "-gno-record-gcc-switches") return {};
+        if (a == "-o" && i + 1 < step.argv.size()) target = step.argv[i + 1];
+      }
+    }
+    return preprocessed && host_compiles == 1 ? target : std::string();
+  }
+
+  // The object the host compile writes in the work folder (host_step), or a whole compile's hit.
+  std::string object_file() const { return work() + "kcache-object.o"; }
+
+  // nvcc's whole compile past its preprocessors, named by what can change its object: the
+  // preprocessed texts; the plan's steps as they run (the work folder and the object's place left
+  // out); and each program of the plan (cicc with libdevice, ptxas, cudafe++, fatbinary, the host
+  // compiler) with the toolkit's headers, of which the host compile reads crt/host_runtime.h
+  // beyond those texts. A hit stages its object and skips the rest; a miss is offered after it.
+  void look_up_whole_compile() {
+    std::string plan;
+    const std::string target = whole_compile_target();
+    std::vector<Digest> programs;
+    std::vector<std::string> seen;
+    for (const PlanStep& step : m_steps) {
+      if (step.kind != PlanStep::Kind::run) continue;
+      const std::string& program = step.argv.front();
+      plan += basename_of(program);
+      for (std::size_t i = 1; i < step.argv.size(); ++i) {
+        std::string a = step.argv[i - 1] == "-o" && step.argv[i] == target ? "object" : step.argv[i];
+        for (std::size_t at = a.find(work()); at != std::string::npos; at = a.find(work(), at)) a.erase(at, work().size());
+        plan += '\0' + a;
+      }
+      plan += '\n';
+      if (std::find(seen.begin(), seen.end(), program) != seen.end()) continue;
+      seen.push_back(program);
+      std::string name = basename_of(program);
+      Expected<Digest> identity = name == "cicc"                ? cicc_identity(program)
+                                  : name == "ptxas"             ? program_identity(program)
+                                  : is_host_compiler(name)      ? host_compiler_identity(program, "cc1plus")
+                                                                : file_digest(find_program(program, m_env));
+      if (!identity) return;  // a program the key cannot name: every step runs as before
+      programs.push_back(*identity);
+    }
+    auto top = m_env.find("TOP");  // the toolkit nvcc's plan names
+    if (top == m_env.end()) return;
+    programs.push_back(sha256(cuda_headers_digest({fs::path(top->second) / "include"})));
+    std::vector<std::pair<std::string, Digest>> inputs = {{"plan", sha256(plan)}};
+    for (const std::string& file : m_preprocessed) {
+      std::string text = read_file(file);
+      for (std::size_t at = text.find(work()); at != std::string::npos; at = text.find(work(), at)) {
+        text.erase(at, work().size());
+      }
+      inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(text));
+    }
+    v1::StepRequest request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
+    auto found = ask_daemon(request, StepTool::nvcc);
+    if (!found) return;  // the daemon is down, or refused: every step runs as before
+    if (holds_object(found) && take_object(*found, StepTool::nvcc, object_file())) {
+      stage(object_file(), target);
+      m_whole_hit = true;
+      return;
+    }
+    m_whole = std::move(request);
+  }
+
   // --options-file / -optf FILE: its words in its place, as nvcc reads them.
   std::optional<std::string> expand_options_files() {
     std::vector<std::string> out;
@@ -279,6 +396,9 @@ class NvccLaunch : public Launch {
 
   std::vector<PlanStep> m_steps;
   std::vector<std::string> m_preprocessed;  // outputs of the plan's -E runs, in order
+  std::vector<std::size_t> m_past_preprocessors;  // the steps a whole compile's hit skips, by index
+  std::optional<v1::StepRequest> m_whole;  // the whole compile's look-up, when it missed
+  bool m_whole_hit = false;
 };
 
 }  // namespace

@@ -40,6 +40,7 @@ struct StepAsk {
   std::vector<Digest> input_digests;     // of each of spec.inputs (a host step sends these alone)
   std::optional<std::string_view> offered;  // host steps: the object the client compiled, to keep
   std::string_view offered_stderr;          // and what that compile printed
+  std::string_view offered_stdout;
   std::size_t input_bytes = 0;              // inputs and offered object: what --max-module-size bounds
 };
 

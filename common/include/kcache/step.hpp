@@ -24,14 +24,18 @@ namespace kcache {
 // cicc: preprocessed CUDA C++ (.cpp1.ii) to PTX and the host stub; ptxas: PTX to a cubin; host:
 // the host compiler's object of the translation unit (never run by the daemon: the client
 // compiles it and offers the object, which the host wall checks before it is stored); clang:
-// clang's device compile (`clang -cc1 -fcuda-is-device`) of preprocessed CUDA C++ to PTX.
-enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4 };
+// clang's device compile (`clang -cc1 -fcuda-is-device`) of preprocessed CUDA C++ to PTX; nvcc:
+// nvcc's whole compile of a translation unit past its preprocessors (cudafe++, each arch's cicc
+// and ptxas, fatbinary and the host compile), named by the preprocessed texts and the plan, whose
+// object a warm launch takes without running any of them (like host, never run by the daemon).
+enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4, nvcc = 5 };
 
-std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang"
+std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang", "nvcc"
 std::optional<StepTool> parse_step_tool(std::string_view name);
-std::span<const StepTool> all_step_tools();      // cicc, clang, ptxas, host: the order stats list them
-inline constexpr std::size_t k_step_tool_count = 4;
-// The cache a step's entry lives in: device for cicc, clang and ptxas, host for the host compile.
+std::span<const StepTool> all_step_tools();      // cicc, clang, ptxas, host, nvcc: the order stats list them
+inline constexpr std::size_t k_step_tool_count = 5;
+// The cache a step's entry lives in: device for cicc, clang and ptxas, host for the host compile
+// and nvcc's whole compile (objects, behind the host wall).
 Side step_side(StepTool tool);
 
 // The name a clang step gives CUDA's libdevice (`-mlink-builtin-bitcode libdevice.10.bc`): the
@@ -43,7 +47,7 @@ inline constexpr std::string_view k_step_libdevice = "libdevice.10.bc";
 // Empty when `clang` cannot be found.
 std::vector<std::string> clang_identity_files(const std::string& clang);
 
-// The output of a host step that is its object; the others (stdout, stderr) are text.
+// The output of a host or nvcc step that is its object; the others (stdout, stderr) are text.
 inline constexpr std::string_view k_step_object = "object";
 // What a step printed, kept with its files so a hit prints it again (the compiler's warnings).
 inline constexpr std::string_view k_step_stdout = "stdout";
