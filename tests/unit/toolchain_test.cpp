@@ -122,6 +122,33 @@ TEST(ToolRuns, AWorkersDetectionRunsNoUnchangedProgramAndSeesAChangedPtxas) {
   EXPECT_NE(third.fingerprint, first.fingerprint);
 }
 
+// The newest PTX ISA both sides take comes from `ptxas --list-version`, in one run and without
+// compiling a probe; a ptxas without that option (or that lists something else) is probed with
+// empty modules instead, to the same answer.
+TEST(ToolRuns, ThePtxIsaComesFromPtxasListOrElseFromProbingIt) {
+  std::filesystem::path real = test::ptxas_path();
+  if (real.empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
+  test::TempDir dir;
+  std::filesystem::path root = dir.path() / "cuda", log = dir.path() / "args";
+  std::filesystem::create_directories(root / "bin");
+  const std::string logged = "echo \"$*\" >> '" + log.string() + "'\n";
+  install_script(root / "bin" / "ptxas", logged + "exec '" + real.string() + "' \"$@\"\n");
+  Toolchain listed = detect_toolchain(root, CubinAssembler::ptxas, ToolkitLibraries::by_workers);
+  ASSERT_GT(listed.max_ptx_version, 0);
+  std::string args = test::read_file(log);
+  EXPECT_NE(args.find("--list-version"), std::string::npos) << args;
+  EXPECT_EQ(args.find("-arch=sm_75"), std::string::npos) << "a probe ran though ptxas listed its versions:\n" << args;
+
+  for (const std::string& listing : {std::string("exit 1"), std::string("echo 'PTX ISA 9.0'; exit 0")}) {
+    std::filesystem::remove(log);
+    install_script(root / "bin" / "ptxas", logged + "if [ \"$1\" = --list-version ]; then " + listing + "; fi\nexec '" +
+                                               real.string() + "' \"$@\"\n");
+    Toolchain probed = detect_toolchain(root, CubinAssembler::ptxas, ToolkitLibraries::by_workers);
+    EXPECT_EQ(probed.max_ptx_version, listed.max_ptx_version) << "with --list-version answering: " << listing;
+    EXPECT_NE(test::read_file(log).find("-arch=sm_75"), std::string::npos) << "no probe ran: " << listing;
+  }
+}
+
 // The digest as std::filesystem describes the folders: each one's regular files (links to files
 // by their target, links to folders not entered), named from that folder, with size and mtime,
 // sorted. cuda_headers_digest walks with descriptors and reuses a nested folder's walk; it must
