@@ -464,8 +464,10 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   EXPECT_FALSE(fs::exists(work / "b.o"));
   EXPECT_EQ(counts()["launcher.failed"], 1);
 
-  // Killed part-way: no object, not even part of one.
+  // Killed part-way: no object, not even part of one. A -D of its own makes it a miss, so its
+  // plan runs for seconds (a hit is done about 0.4 s after its folder appears).
   std::vector<std::string> killed_argv = with_output(launched, "killed.o");
+  killed_argv.push_back("-DKCACHE_TEST_KILLED=1");
   std::vector<std::string> killed_env = {"PATH=/usr/bin:/bin", "KCACHE_SERVER=" + server_,
                                          "KCACHE_STATE_DIR=" + (m_dir.path() / "state").string()};
   std::vector<char*> args, envp;
@@ -491,8 +493,14 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
     }
     return found;
   };
-  EXPECT_TRUE(poll_until([&] { return !work_folders_of(killed_prefix).empty(); }, 30s));
-  std::this_thread::sleep_for(300ms);  // inside nvcc's plan: its preprocessors take longer
+  // Killed once nvcc's plan has written into its folder (the preprocessors' first output).
+  EXPECT_TRUE(poll_until(
+      [&] {
+        std::vector<fs::path> folders = work_folders_of(killed_prefix);
+        std::error_code ec;
+        return !folders.empty() && !fs::is_empty(folders[0], ec);
+      },
+      30s));
   ::kill(-pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   EXPECT_FALSE(fs::exists(work / "killed.o"));
