@@ -38,7 +38,10 @@ TEST_F(Bundles, PrecompileTwentyModulesThenServeWithoutADaemon) {
   ASSERT_EQ(m_daemon->stop(), 0);  // serve from the bundle alone
   json index = json::parse(read_file(out / "index.json"));
   ASSERT_EQ(index["entries"].size(), 20u);
-  for (const json& entry : index["entries"]) {
+  // Each entry fetched by a CLI process of its own; under the sanitizers every fourth (a CLI start
+  // there is 0.25 CPU-s, and each fetch runs the same code).
+  for (std::size_t i = 0; i < index["entries"].size(); i += k_asan_build ? 4 : 1) {
+    const json& entry = index["entries"][i];
     std::string key = entry["key"];
     std::filesystem::path file = m_dir.path() / "fetched";
     auto fetched = run_cli({"--json", "bundle-fetch", out.string(), key, "--arch", "sm_86", "-o", file.string()}, "");

@@ -17,8 +17,9 @@ TEST_F(CApi, FromC) {
 TEST(CApiUnreachable, NamesTheServer) {
   TempDir dir;
   write_file(dir.path() / "m.ll", read_test_data("kernels/saxpy.ll"));
-  // Each call's one-second deadline bounds its retries (25 s at the default 60 s: 8 attempts a call).
-  auto r = run_program({KCACHE_CAPI_TEST_PATH, "127.0.0.1:1", (dir.path() / "m.ll").string(), "1"});
+  // Each call's deadline bounds its retries (25 s at the default 60 s: 8 attempts a call); a fifth
+  // of a second keeps the program's five failing calls to about a second.
+  auto r = run_program({KCACHE_CAPI_TEST_PATH, "127.0.0.1:1", (dir.path() / "m.ll").string(), "0.2"});
   EXPECT_EQ(r.exit_code, 1) << "its checks fail one by one; none crashes on the NULL image a failed call leaves";
   EXPECT_NE(r.err.find("cannot reach kcached at 127.0.0.1:1"), std::string::npos) << r.err;
 }
