@@ -36,6 +36,10 @@ std::string fixed_temporary_names(std::string word) {
   return word;
 }
 
+// A host compiler flag that puts debug information in the object (which then names the work
+// folder); -gno-record-gcc-switches only leaves the flags out of it.
+bool asks_debug_info(const std::string& arg) { return arg.starts_with("-g") && arg != "-gno-record-gcc-switches"; }
+
 // Options after which nvcc does something other than compile one file to an object.
 std::optional<std::string> uncacheable_nvcc_option(const std::vector<std::string>& args) {
   static const std::vector<std::string_view> k_modes = {
@@ -90,7 +94,7 @@ class NvccLaunch : public Launch {
   // step after them but the dependency file. What each step prints keeps its place in the plan
   // (on a hit, the steps past the preprocessors print theirs after all of the preprocessors').
   std::vector<Task> plan_tasks() {
-    const bool whole = !whole_compile_target().empty();
+    const bool whole = !m_whole_target.empty();
     std::vector<Task> first, past;
     for (std::size_t i = 0; i < m_steps.size(); ++i) {
       const PlanStep& step = m_steps[i];
@@ -160,7 +164,7 @@ class NvccLaunch : public Launch {
       ++host_compiles;
       for (std::size_t i = 0; i < step.argv.size(); ++i) {
         const std::string& a = step.argv[i];
-        if (a.starts_with("-g") && a != "-gno-record-gcc-switches") return {};
+        if (asks_debug_info(a)) return {};
         if (a == "-o" && i + 1 < step.argv.size()) target = step.argv[i + 1];
       }
     }
@@ -177,7 +181,7 @@ class NvccLaunch : public Launch {
   // beyond those texts. A hit stages its object and skips the rest; a miss is offered after it.
   void look_up_whole_compile() {
     std::string plan;
-    const std::string target = whole_compile_target();
+    const std::string& target = m_whole_target;
     std::vector<Digest> programs;
     std::vector<std::string> seen;
     for (const PlanStep& step : m_steps) {
@@ -263,6 +267,7 @@ class NvccLaunch : public Launch {
       bool known = std::find(k_known.begin(), k_known.end(), program) != k_known.end() || is_host_compiler(program);
       if (!known) return "plan step " + program;
     }
+    m_whole_target = whole_compile_target();
     return std::nullopt;
   }
 
@@ -350,7 +355,7 @@ class NvccLaunch : public Launch {
         target = host.compile[i + 1];
         host.compile[i + 1] = host.object;
       }
-      if (host.compile[i].starts_with("-g") && host.compile[i] != "-gno-record-gcc-switches") debug = true;
+      if (asks_debug_info(host.compile[i])) debug = true;
     }
     for (std::size_t i = 0; i < argv.size(); ++i) {
       const std::string& a = argv[i];
@@ -395,6 +400,7 @@ class NvccLaunch : public Launch {
   }
 
   std::vector<PlanStep> m_steps;
+  std::string m_whole_target;  // whole_compile_target() of the plan, once it is made
   std::vector<std::string> m_preprocessed;  // outputs of the plan's -E runs, in order
   std::vector<std::size_t> m_past_preprocessors;  // the steps a whole compile's hit skips, by index
   std::optional<v1::StepRequest> m_whole;  // the whole compile's look-up, when it missed
