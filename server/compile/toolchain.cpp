@@ -20,6 +20,7 @@
 #include "compile/llvm_common.hpp"
 #include "kcache/process.hpp"
 #include "kcache/amd_target.hpp"
+#include "kcache/files.hpp"
 #include "kcache/headers_digest.hpp"
 #include "kcache/job.hpp"
 #include "kcache/rtlib.hpp"
@@ -98,23 +99,9 @@ void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root, ToolRuns&
   if (std::filesystem::exists(cuda_root / "bin" / "nvlink")) t.nvlink = cuda_root / "bin" / "nvlink";
 }
 
-// A whole file (the bitcode libraries, 0.2-0.5 MB each): its size, then one read, rather than
-// a character at a time (which cost each daemon and worker start 20-45 ms under ASan). Empty
-// when it cannot be read.
-std::string read_whole(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return {};
-  std::streamoff size = f.tellg();
-  if (size <= 0) return {};
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  f.seekg(0);
-  if (!f.read(bytes.data(), size)) return {};
-  return bytes;
-}
-
 void detect_libdevice(Toolchain& t, const std::filesystem::path& cuda_root) {
   std::filesystem::path path = cuda_root / "nvvm" / "libdevice" / "libdevice.10.bc";
-  t.libdevice_bitcode = read_whole(path);
+  t.libdevice_bitcode = read_whole_file(path);
   if (!t.libdevice_bitcode.empty()) t.libdevice = path;
 }
 
@@ -202,12 +189,12 @@ void detect_amdgpu(Toolchain& t, const std::filesystem::path& rocm_device_libs, 
   if (!rocm_device_libs.empty()) folders = {rocm_device_libs};  // the operator's, and no other
   for (const std::filesystem::path& folder : folders) {
     if (folder.empty()) continue;
-    std::string ocml = read_whole(folder / "ocml.bc"), ockl = read_whole(folder / "ockl.bc");
+    std::string ocml = read_whole_file(folder / "ocml.bc"), ockl = read_whole_file(folder / "ockl.bc");
     if (ocml.empty() || ockl.empty()) continue;
     t.rocm_device_libs = folder;
     // hip.bc is HIP's own device library (__atomic_work_item_fence, behind __syncthreads and
     // __threadfence); a folder without it still serves OpenCL-style and Julia modules.
-    t.hip_bitcode = read_whole(folder / "hip.bc");
+    t.hip_bitcode = read_whole_file(folder / "hip.bc");
     t.rocm_device_libs_digest = sha256_hex(ocml) + sha256_hex(ockl) +
                                 (t.hip_bitcode.empty() ? std::string("hip.bc absent") : sha256_hex(t.hip_bitcode));
     t.ocml_bitcode = std::move(ocml);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "endpoint.hpp"
+#include "kcache/files.hpp"
 #include "launcher/nvcc_plan.hpp"
 
 extern char** environ;
@@ -120,18 +121,7 @@ std::string find_program(const std::string& name, const std::map<std::string, st
   return {};
 }
 
-std::string read_file(const std::string& path) {
-  // Its size, then one read: a preprocessed file is megabytes, read on every launch, and a
-  // character at a time through istreambuf_iterator was most of the launcher's own CPU.
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return {};
-  std::streamoff size = in.tellg();
-  if (size <= 0) return {};
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), size)) bytes.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return bytes;
-}
+std::string read_file(const std::string& path) { return read_whole_file(path); }
 
 bool write_file(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
