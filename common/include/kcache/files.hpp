@@ -6,10 +6,10 @@
 
 namespace kcache {
 
-// The bytes of the file at `path`: its size, then one read (a character at a time through
-// istreambuf_iterator cost the launcher most of its own CPU on megabytes of preprocessed text,
-// and each daemon start 20-45 ms under ASan on the bitcode libraries). Empty when it cannot be
-// opened or read whole, or is empty.
+// The bytes of the file at `path`: its size, then one read. A character at a time through
+// istreambuf_iterator was most of the time in the launcher's own code (megabytes of preprocessed
+// text each launch) and 20-45 ms of each daemon start under ASan (the bitcode libraries). Empty
+// when it cannot be opened or read whole, or is empty.
 std::string read_whole_file(const std::filesystem::path& path);
 
 }  // namespace kcache
