@@ -325,7 +325,7 @@ host_runtime = "stub"
 // Through the CLI: a bad manifest is a usage error (exit 2) naming the file and the field, with
 // nothing compiled and no bundle folder made; a TOML manifest makes the same bundle as JSON.
 TEST_F(Bundles, ManifestsAreCheckedBeforeAnythingAndTomlWorksLikeJson) {
-  write_file(m_dir.path() / "saxpy.ll", read_test_data("kernels/saxpy.ll"));
+  write_file(m_dir.path() / "saxpy.ll", own_module(read_test_data("kernels/saxpy.ll")));
   std::filesystem::path bad = m_dir.path() / "bad.json", out = m_dir.path() / "bundle";
   for (const char* module : {R"({"path": "saxpy.ll", "opt_level": "3"})", R"({"path": "saxpy.ll", "side": "gpu"})"}) {
     write_file(bad, std::string(R"({"archs": ["sm_90"], "modules": [)") + module + "]}");

@@ -8,7 +8,7 @@ using CApi = DaemonTest;
 
 TEST_F(CApi, FromC) {
   std::filesystem::path module = m_dir.path() / "saxpy.ll";
-  write_file(module, read_test_data("kernels/saxpy.ll"));
+  write_file(module, own_module(read_test_data("kernels/saxpy.ll")));  // its first fetch is a miss
   auto r = run_program({KCACHE_CAPI_TEST_PATH, m_daemon->address(), module.string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "capi ok\n") << r.err;

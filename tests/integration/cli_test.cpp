@@ -26,7 +26,7 @@ json parse_json(const CommandResult& r) {
 
 TEST_F(Cli, CompileWritesOneFilePerImageAndReportsMissThenHit) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll", out = m_dir.path() / "out";
-  write_file(src, read_test_data("kernels/saxpy.ll"));
+  write_file(src, own_module(read_test_data("kernels/saxpy.ll")));
   std::vector<std::string> args = {"--json", "compile", src.string(), "--arch", "sm_80,sm_90", "--out-dir", out.string()};
   auto first = run_cli(args, m_daemon->address());
   ASSERT_EQ(first.exit_code, 0) << first.err;
@@ -191,7 +191,7 @@ TEST_F(Cli, GlobalFlagsWorkBeforeOrAfterTheSubcommand) {
 // (1: a file that cannot be written; 2: an input that cannot be read), never in an abort.
 TEST_F(Cli, FileSystemErrorsNameThePathAndNeverAbort) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll", a_file = m_dir.path() / "a_file";
-  write_file(src, read_test_data("kernels/saxpy.ll"));
+  write_file(src, own_module(read_test_data("kernels/saxpy.ll")));  // the first round is a miss
   write_file(a_file, "not a folder\n");
   const std::string server = m_daemon->address();
   auto expect_failure = [](const CommandResult& r, int code, const std::string& message) {

@@ -3,7 +3,14 @@
 namespace kcache::test {
 
 void DaemonTest::SetUp() {
-  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args(), "127.0.0.1:0", daemon_executable());
+  if (const char* shared = shared_daemon_file()) {
+    ASSERT_TRUE(daemon_args().empty() && daemon_executable().empty())
+        << "this test's daemon has flags of its own: take it out of tests/shared_daemon.cmake";
+    SharedDaemon d = read_shared_daemon(shared);
+    m_daemon = DaemonProcess::attach(d.port, d.pid);
+  } else {
+    m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args(), "127.0.0.1:0", daemon_executable());
+  }
   m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
 }
 
@@ -18,6 +25,11 @@ void DaemonTest::restart() {
   ASSERT_EQ(m_daemon->stop(), 0) << "kcached did not shut down cleanly on SIGTERM";
   m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", daemon_args(), "127.0.0.1:0", daemon_executable());
   m_client = std::make_unique<Client>(ClientOptions{m_daemon->address(), std::chrono::seconds(120)});
+}
+
+std::string DaemonTest::own_module(const std::string& text_ir) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  return text_ir + "\n; a module of " + test->test_suite_name() + "." + test->name() + "'s own\n";
 }
 
 v1::CompileRequest device_request(const std::string& module, const std::vector<std::string>& archs,

@@ -1,8 +1,13 @@
 // A test fixture with a real kcached on a loopback port, its RocksDB in a temp folder, and a
 // client. A failing test keeps the folder (database and daemon log) and prints its path.
+//
+// Under ctest, the tests tests/shared_daemon.cmake lists share one kcached instead
+// (shared_daemon.cpp): tests that would answer the same on a daemon other tests have used. Run
+// by hand (without KCACHE_SHARED_DAEMON), every test starts its own.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
@@ -23,6 +28,19 @@ v1::CompileRequest device_request(const std::string& module, const std::vector<s
 void expect_quick_refusal(const std::vector<std::string>& args, const std::string& server, int code,
                           const std::string& message);
 
+// The daemon the listed tests share, as SharedDaemon.Start wrote it down in the file that
+// KCACHE_SHARED_DAEMON names.
+struct SharedDaemon {
+  int port = 0;
+  pid_t pid = -1;     // kcached
+  pid_t keeper = -1;  // its parent, which stops it if ctest goes and writes down its exit status
+  std::filesystem::path folder;  // its database, log (kcached.log) and exit status (exit-status)
+};
+// The file KCACHE_SHARED_DAEMON names, or nullptr when this test starts its own daemon.
+const char* shared_daemon_file();
+// Reads what SharedDaemon.Start wrote; throws when it is missing or malformed.
+SharedDaemon read_shared_daemon(const std::filesystem::path& file);
+
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override;
@@ -33,8 +51,14 @@ class DaemonTest : public ::testing::Test {
   // The daemon binary; empty: kcached (faulty_daemon_path() for fault injection).
   virtual std::string daemon_executable() const { return {}; }
 
-  // Stops the daemon (expecting a clean exit) and starts a new one on the same database.
+  // Stops the daemon (expecting a clean exit) and starts a new one on the same database. A test
+  // on the shared daemon cannot (DaemonProcess::attach).
   void restart();
+
+  // `text_ir` with a comment naming this test: a module, and so a key, that no other test
+  // compiles. A test that asserts what its key holds (a miss first, the archs stored) says so
+  // to keep its assertions on a daemon other tests share.
+  static std::string own_module(const std::string& text_ir);
 
   std::filesystem::path db() const { return m_dir.path() / "db"; }
 

@@ -30,7 +30,8 @@ class DriverAware : public DaemonTest {
 
   v1::CompileRequest saxpy(CudaVersion driver, std::vector<v1::ImageKind> emit = {v1::KIND_PTX},
                            std::vector<std::string> archs = {"sm_80"}) {
-    v1::CompileRequest r = device_request(read_test_data("kernels/saxpy.ll"), archs, std::move(emit));
+    // A module of the test's own: what it asserts of its keys' images holds on a shared daemon.
+    v1::CompileRequest r = device_request(own_module(read_test_data("kernels/saxpy.ll")), archs, std::move(emit));
     r.set_driver_version(driver);
     return r;
   }
@@ -239,7 +240,7 @@ TEST_F(DriverAware, FetchReturnsOnlyImagesTheStatedDriverLoads) {
 TEST_F(DriverAware, BundlesArePrecompiledAndServedForADriver) {
   if (m_daemon_isa <= 84) GTEST_SKIP() << "this toolkit's PTX ISA is 8.4 or older: a 12.4 driver takes it";
   TempDir dir;
-  write_file(dir.path() / "saxpy.ll", read_test_data("kernels/saxpy.ll"));
+  write_file(dir.path() / "saxpy.ll", own_module(read_test_data("kernels/saxpy.ll")));
   write_file(dir.path() / "m.json",
              R"({"archs": ["sm_80"], "modules": [{"path": "saxpy.ll", "emit": ["ptx", "cubin"]}]})");
   auto precompile = [&](const std::string& out, std::vector<std::string> extra) {

@@ -69,7 +69,8 @@ TEST_F(RoundTrip, ASecondArchAddsAnImageUnderTheSameKey) {
 }
 
 TEST_F(RoundTrip, FetchStreamsTheStoredImage) {
-  auto compiled = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"}));
+  // A module of its own: its key holds the sm_80 image alone.
+  auto compiled = m_client->compile(device_request(own_module(read_test_data("kernels/saxpy.ll")), {"sm_80"}));
   ASSERT_TRUE(compiled);
   v1::FetchRequest fetch;
   fetch.set_key(compiled->key());

@@ -182,11 +182,29 @@ std::unique_ptr<DaemonProcess> DaemonProcess::start(const std::filesystem::path&
   return d;
 }
 
-DaemonProcess::~DaemonProcess() {
-  if (m_pid > 0) kill9();
+std::unique_ptr<DaemonProcess> DaemonProcess::attach(int port, pid_t pid) {
+  auto d = std::unique_ptr<DaemonProcess>(new DaemonProcess());
+  d->m_port = port;
+  d->m_pid = pid;
+  d->m_attached = true;
+  return d;
 }
 
+DaemonProcess::~DaemonProcess() {
+  if (m_pid > 0 && !m_attached) kill9();
+}
+
+namespace {
+void refuse_to_stop_a_shared_daemon(bool attached) {
+  if (attached) {
+    throw std::logic_error("this test stops or restarts its daemon, which other tests share: take it out of "
+                           "tests/shared_daemon.cmake");
+  }
+}
+}  // namespace
+
 int DaemonProcess::stop() {
+  refuse_to_stop_a_shared_daemon(m_attached);
   // Once stopped, stop again answers the same: kill(-1, ...) would signal every process we may.
   if (m_pid <= 0) return m_status;
   kill(m_pid, SIGTERM);
@@ -196,6 +214,7 @@ int DaemonProcess::stop() {
 }
 
 void DaemonProcess::kill9() {
+  refuse_to_stop_a_shared_daemon(m_attached);
   if (m_pid <= 0) return;
   kill(m_pid, SIGKILL);
   wait_status(m_pid);

@@ -55,6 +55,10 @@ class DaemonProcess {
                                               const std::vector<std::string>& extra_args = {},
                                               const std::string& listen = "127.0.0.1:0",
                                               const std::string& executable = "");
+  // A kcached this process did not start: the daemon several tests share
+  // (tests/integration/shared_daemon.cpp). Its address and pid are there to read; stop() and
+  // kill9() throw, since other tests are using it.
+  static std::unique_ptr<DaemonProcess> attach(int port, pid_t pid);
   ~DaemonProcess();
 
   int port() const { return m_port; }
@@ -70,6 +74,7 @@ class DaemonProcess {
   pid_t m_pid = -1;
   int m_status = 0;  // the exit status stop() saw
   int m_port = 0;
+  bool m_attached = false;  // attach()'s: not this process's to stop
 };
 
 // Starts `argv` (argv[0] an absolute path) as a child killed when this process dies
