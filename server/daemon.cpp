@@ -38,6 +38,8 @@ namespace {
 
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
 constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
+// For the replies of the calls the drain waited for to leave gRPC, before its shutdown.
+constexpr auto k_reply_send_grace = std::chrono::seconds(10);
 constexpr auto k_grpc_teardown_grace = std::chrono::milliseconds(1000);
 // For the gate to pass on gRPC's last replies (past its own 1 s per closing connection).
 constexpr auto k_gate_drain_grace = std::chrono::milliseconds(1500);
@@ -368,6 +370,12 @@ void Daemon::shutdown() {
     // client connections (up to the clients' 5 s backup poll), with nothing left to deliver.
     int left = m_calls->drain(std::chrono::steady_clock::now() + k_shutdown_grace);
     if (left > 0) spdlog::warn("{} calls still running after {}s; cancelling them", left, k_shutdown_grace.count());
+    // Their handlers are done, but a unary call's reply leaves gRPC after that, and gRPC's
+    // deadline below would cut a long reply to a client slow to read: first, until the replies
+    // under way have passed the gate.
+    if (m_gate && !m_gate->await_replies(std::chrono::steady_clock::now() + k_reply_send_grace)) {
+      spdlog::warn("replies were still on their way to clients after {}s; shutting gRPC down", k_reply_send_grace.count());
+    }
     m_server->Shutdown(std::chrono::system_clock::now() + k_reply_flush_grace);
     m_server->Wait();
   }

@@ -1,4 +1,4 @@
-# The tests that share one kcached (tests/integration/shared_daemon.cpp), read by ctest after the
+# The tests that share one kcached (tests/integration/daemon_fixture.cpp), read by ctest after the
 # tests the integration binary lists (TEST_INCLUDE_FILES in tests/CMakeLists.txt, which writes
 # this file into the build folder with the path below filled in).
 #

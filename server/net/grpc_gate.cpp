@@ -2,6 +2,8 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,8 +23,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "net/admission.hpp"
@@ -39,6 +43,10 @@ constexpr std::size_t k_fds_per_link = 3;  // the client's socket, the gate's Un
 constexpr std::size_t k_read_chunk = 64 << 10;
 constexpr auto k_close_flush_time = std::chrono::seconds(1);  // for GOAWAY and a server's last frames
 constexpr auto k_sweep_every = std::chrono::milliseconds(100);
+// await_replies: how long the connections stay quiet (no reply under way, nothing unread or
+// unsent) before the replies are taken to be out, and how often the event thread looks then.
+constexpr auto k_replies_quiet = std::chrono::milliseconds(20);
+constexpr auto k_replies_look_every = std::chrono::milliseconds(5);
 constexpr std::size_t k_max_penalized = 65536;
 constexpr std::string_view k_peer_tag = "kcached-gate ";
 
@@ -78,8 +86,13 @@ struct Link {
   bool ssl_wants_write = false;
   bool h2_ready = false;    // preface and first SETTINGS seen: the handshake deadline is lifted
   bool closing = false;     // only flushing to_client, then closed
+  bool fin_sent = false;    // closing, and to_client flushed: FIN sent, reading the client until it closes
   Pending to_upstream, to_client;
   H2FrameReader from_client{true}, from_server{false};
+  // Streams gRPC has begun to answer (a frame of it) and not yet ended (END_STREAM, or a reset by
+  // either side): replies under way. Only gRPC's frames add to it, and gRPC caps a connection's
+  // streams.
+  std::unordered_set<std::uint32_t> replying;
   std::unique_ptr<GrpcCallWatcher> calls;  // where the gate watches message sizes
   std::uint32_t last_stream = 0;
   double tokens = 0;
@@ -159,6 +172,11 @@ class GrpcGate::Impl {
   std::mutex m_drain_mutex;
   std::condition_variable m_drain_done;
   bool m_drained = false;
+  // await_replies's, the same way: `m_replies_out` once the connections have been quiet
+  // since `m_quiet_since` for k_replies_quiet (the event thread's own).
+  std::atomic<bool> m_awaiting{false};
+  bool m_replies_out = false;
+  std::optional<Clock::time_point> m_quiet_since;
 
   void wake() {
     std::uint64_t one = 1;
@@ -178,10 +196,12 @@ class GrpcGate::Impl {
   bool write_client(Link& l);  // false: the client is gone
   void cut(Link& l, const std::string& why);
   void begin_closing(Link& l);
+  void linger(Link& l);
   void watch(Link& l);
   void close(Link& l);
   void sweep();
   void note_drained();
+  void note_replies_out();
   bool penalized(const std::string& ip, Clock::time_point now);
 
   PeerCounts m_peers;
@@ -254,6 +274,7 @@ void GrpcGate::Impl::loop() {
     }
     int timeout = static_cast<int>(std::max<long long>(
         0, std::chrono::ceil<std::chrono::milliseconds>(next_sweep - Clock::now()).count()));
+    if (m_awaiting) timeout = std::min(timeout, static_cast<int>(k_replies_look_every.count()));
     int n = ::epoll_wait(m_epoll_fd, events.data(), static_cast<int>(events.size()), timeout);
     for (int i = 0; i < n && !m_stopping; ++i) {
       std::uint64_t tag = events[static_cast<std::size_t>(i)].data.u64;
@@ -273,7 +294,34 @@ void GrpcGate::Impl::loop() {
       next_sweep = Clock::now() + k_sweep_every;
     }
     if (m_draining) note_drained();
+    if (m_awaiting) note_replies_out();
   }
+}
+
+// No connection has a reply under way, a frame of gRPC's half read, bytes gRPC wrote that the
+// gate has not read, or bytes for its client; for k_replies_quiet.
+void GrpcGate::Impl::note_replies_out() {
+  bool quiet = std::ranges::none_of(m_links, [](const auto& entry) {
+    const Link& l = *entry.second;
+    if (l.client < 0) return false;
+    if (!l.to_client.empty()) return true;
+    if (l.upstream < 0) return false;
+    int unread = 0;
+    if (::ioctl(l.upstream, FIONREAD, &unread) != 0) unread = 0;
+    return !l.replying.empty() || unread > 0 || l.from_server.offset() != l.from_server.boundary();
+  });
+  auto now = Clock::now();
+  if (!quiet) {
+    m_quiet_since.reset();
+    return;
+  }
+  if (!m_quiet_since) m_quiet_since = now;
+  if (now - *m_quiet_since < k_replies_quiet) return;
+  {
+    std::lock_guard lock(m_drain_mutex);
+    m_replies_out = true;
+  }
+  m_drain_done.notify_all();
 }
 
 // A link holds bytes from gRPC while it has a gRPC end, or is passing on the last of them.
@@ -387,6 +435,7 @@ void GrpcGate::Impl::pump(Link& l) {
     l.tls_done = true;
     l.ssl_wants_write = false;
   }
+  if (l.fin_sent) return linger(l);
   // Until nothing moves: a read may free room for the other direction, a write room for a read.
   for (int round = 0; round < 16; ++round) {
     std::size_t before = l.to_upstream.size() + l.to_client.size();
@@ -407,7 +456,7 @@ void GrpcGate::Impl::pump(Link& l) {
       if (!l.closing) read_upstream(l);
     }
     if (!write_client(l)) return close(l);
-    if (l.closing && l.to_client.empty()) return close(l);
+    if (l.closing && l.to_client.empty()) return linger(l);
     if (l.to_upstream.size() + l.to_client.size() == before) break;
   }
   watch(l);
@@ -456,6 +505,7 @@ bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
   bool http2 = l.from_client.feed(bytes, [&](const H2Frame& f) {
     if (l.calls) l.calls->frame(f);
     if (f.is(H2Type::headers) && f.stream > l.last_stream) l.last_stream = f.stream;
+    if (f.is(H2Type::rst_stream)) l.replying.erase(f.stream);  // the client gave up on the reply
     if (!l.h2_ready) {
       // RFC 9113 §3.4: the preface's SETTINGS frame comes first.
       if (!f.is(H2Type::settings)) return false;
@@ -520,7 +570,16 @@ bool GrpcGate::Impl::read_upstream(Link& l) {
       return false;
     }
     std::string_view bytes(buffer, static_cast<std::size_t>(n));
-    l.from_server.feed(bytes, [](const H2Frame&) { return true; });
+    l.from_server.feed(bytes, [&](const H2Frame& f) {
+      bool ends = f.is(H2Type::rst_stream) ||
+                  ((f.is(H2Type::headers) || f.is(H2Type::data)) && (f.flags & k_h2_flag_end_stream) != 0);
+      if (ends) {
+        l.replying.erase(f.stream);
+      } else if (f.stream != 0 && (f.is(H2Type::headers) || f.is(H2Type::data))) {
+        l.replying.insert(f.stream);
+      }
+      return true;
+    });
     l.to_client.append(bytes);
   }
   return true;
@@ -578,6 +637,32 @@ void GrpcGate::Impl::cut(Link& l, const std::string& why) {
   watch(l);
 }
 
+// Every byte gRPC sent is with the kernel: FIN after them, then read (and drop) what the client
+// still sends until it closes too, or has every byte (none left unacknowledged), or the close
+// deadline passes (sweep, which also looks again every 100 ms). A socket closed with input unread
+// is reset, and the reset drops what the kernel had not yet sent: the end of a reply, whose
+// client would retry a call that was done against a daemon that is gone. A gRPC client sends
+// WINDOW_UPDATEs as it reads a long reply; an idle one notices the FIN only at its next poll.
+void GrpcGate::Impl::linger(Link& l) {
+  if (!l.fin_sent) {
+    if (l.ssl != nullptr) SSL_shutdown(l.ssl);  // close_notify
+    ::shutdown(l.client, SHUT_WR);
+    l.fin_sent = true;
+    l.deadline = Clock::now() + k_close_flush_time;
+  }
+  char buffer[k_read_chunk];
+  for (int reads = 0; reads < 16; ++reads) {  // a client that sends without end waits for the next round
+    ssize_t n = ::recv(l.client, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return close(l);  // the client closed too (or reset)
+  }
+  int unacknowledged = 0;
+  if (::ioctl(l.client, SIOCOUTQ, &unacknowledged) == 0 && unacknowledged == 0) return close(l);
+  watch(l);
+}
+
 void GrpcGate::Impl::begin_closing(Link& l) {
   l.closing = true;
   l.deadline = Clock::now() + k_close_flush_time;
@@ -605,7 +690,7 @@ void rewatch(int epoll_fd, int fd, std::uint64_t tag, std::uint32_t wanted, std:
 void GrpcGate::Impl::watch(Link& l) {
   if (l.client < 0) return;
   std::uint32_t client = 0;
-  if (!l.closing && (!l.tls_done || l.to_upstream.size() < m_limits.buffer_bytes)) client |= EPOLLIN;
+  if (l.fin_sent || (!l.closing && (!l.tls_done || l.to_upstream.size() < m_limits.buffer_bytes))) client |= EPOLLIN;
   if (!l.to_client.empty() || l.ssl_wants_write) client |= EPOLLOUT;
   rewatch(m_epoll_fd, l.client, l.id << 1, client, l.client_events);
   if (l.upstream < 0) return;
@@ -635,7 +720,10 @@ void GrpcGate::Impl::sweep() {
   for (auto& [id, link] : m_links) {
     Link& l = *link;
     if (l.client < 0) continue;
-    if (l.deadline > now) continue;
+    if (l.deadline > now) {
+      if (l.fin_sent) linger(l);  // the client may have every byte by now
+      continue;
+    }
     if (l.closing) {
       close(l);
     } else if (!l.h2_ready) {
@@ -662,6 +750,19 @@ std::string GrpcGate::upstream_address() const { return "unix:" + m_impl->m_sock
 void GrpcGate::stop_accepting() {
   m_impl->m_stop_accepting = true;
   m_impl->wake();
+}
+
+bool GrpcGate::await_replies(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::lock_guard lock(m_impl->m_drain_mutex);
+    m_impl->m_replies_out = false;
+  }
+  m_impl->m_awaiting = true;
+  m_impl->wake();
+  std::unique_lock lock(m_impl->m_drain_mutex);
+  bool out = m_impl->m_drain_done.wait_until(lock, deadline, [&] { return m_impl->m_replies_out; });
+  m_impl->m_awaiting = false;
+  return out;
 }
 
 bool GrpcGate::drain(std::chrono::steady_clock::time_point deadline) {

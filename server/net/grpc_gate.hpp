@@ -73,6 +73,12 @@ class GrpcGate {
   std::string upstream_address() const;  // for grpc::ServerBuilder::AddListeningPort
   // Accepts no more connections; those open go on (shutdown lets their calls finish).
   void stop_accepting();
+  // Waits, up to `deadline`, until no reply is under way: every stream gRPC began to answer has
+  // ended and passed the gate, and nothing more has come from gRPC for a moment. For shutdown,
+  // before gRPC's own: a unary call's reply leaves gRPC after its handler returns, and gRPC's
+  // shutdown deadline cuts the connections with what it has not sent (a long reply to a client
+  // slow to read). False: the deadline passed first.
+  bool await_replies(std::chrono::steady_clock::time_point deadline);
   // Waits, up to `deadline`, until every byte gRPC wrote has been passed on: each connection has
   // closed, or has no gRPC end yet. For shutdown after gRPC's own, whose last replies may still be
   // in the gate: destroying it at once could cut a reply just answered (the client would see the

@@ -1,9 +1,9 @@
 // A test fixture with a real kcached on a loopback port, its RocksDB in a temp folder, and a
 // client. A failing test keeps the folder (database and daemon log) and prints its path.
 //
-// Under ctest, the tests tests/shared_daemon.cmake lists share one kcached instead
-// (shared_daemon.cpp): tests that would answer the same on a daemon other tests have used. Run
-// by hand (without KCACHE_SHARED_DAEMON), every test starts its own.
+// Under ctest, the tests tests/shared_daemon.cmake lists share one kcached instead (the ctest
+// fixture at the end of daemon_fixture.cpp): tests that would answer the same on a daemon other
+// tests have used. Run by hand (without KCACHE_SHARED_DAEMON), every test starts its own.
 #pragma once
 
 #include <gtest/gtest.h>

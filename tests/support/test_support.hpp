@@ -56,7 +56,7 @@ class DaemonProcess {
                                               const std::string& listen = "127.0.0.1:0",
                                               const std::string& executable = "");
   // A kcached this process did not start: the daemon several tests share
-  // (tests/integration/shared_daemon.cpp). Its address and pid are there to read; stop() and
+  // (tests/integration/daemon_fixture.cpp). Its address and pid are there to read; stop() and
   // kill9() throw, since other tests are using it.
   static std::unique_ptr<DaemonProcess> attach(int port, pid_t pid);
   ~DaemonProcess();

@@ -348,6 +348,65 @@ TEST(GrpcGate, ItsDrainPassesOnEveryByteGrpcWroteBeforeItIsDestroyed) {
   EXPECT_EQ(received, k_frames * k_reply_frame_bytes);
 }
 
+// A gRPC client sends WINDOW_UPDATEs as it reads a long reply, also after gRPC has closed its end
+// at shutdown. A socket closed with such input unread is reset, and the reset drops what the
+// kernel had not yet sent: the reply's end. The gate sends FIN after the last bytes and reads the
+// client until it closes too.
+TEST(GrpcGate, AReplyReachesAClientThatKeepsSendingWindowUpdatesAsItReads) {
+  GateWithOneClient g;
+  ASSERT_NO_FATAL_FAILURE(g.start());
+  constexpr std::size_t k_frames = 256;  // 4 MiB
+  std::thread grpc([&] { write_reply_then_close(g.upstream, k_frames); });
+  const std::string window_update = frame(8, 0, 0, std::string("\x00\x01\x00\x00", 4));
+  std::size_t received = 0;
+  std::thread client([&] {
+    char buffer[16 << 10];
+    std::size_t since_update = 0;
+    for (ssize_t n; (n = ::recv(g.client, buffer, sizeof buffer, 0)) > 0;) {
+      received += static_cast<std::size_t>(n);
+      since_update += static_cast<std::size_t>(n);
+      if (since_update >= (64 << 10)) {
+        since_update = 0;
+        ::send(g.client, window_update.data(), window_update.size(), MSG_NOSIGNAL);
+      }
+      // A client slower than the gate: its input piles up once gRPC has closed.
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  grpc.join();
+  EXPECT_TRUE(g.gate->drain(std::chrono::steady_clock::now() + std::chrono::seconds(20)));
+  client.join();
+  EXPECT_EQ(received, k_frames * k_reply_frame_bytes);
+}
+
+// kcached's stop waits for the replies under way before gRPC's own shutdown (whose deadline cuts
+// connections): a stream gRPC began to answer holds it until gRPC ends it and the end is passed on.
+TEST(GrpcGate, AwaitingRepliesWaitsForEachStreamGrpcBeganToAnswer) {
+  GateWithOneClient g;
+  ASSERT_NO_FATAL_FAILURE(g.start());
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(g.gate->await_replies(started + std::chrono::seconds(5))) << "no reply under way";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+
+  auto send_upstream = [&](const std::string& bytes) {
+    ASSERT_EQ(::send(g.upstream, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  };
+  // gRPC answers stream 1: its headers and a message, not yet its end (trailers).
+  const std::string begun = frame(1, 0x4, 1, "h") + frame(0, 0, 1, std::string(100, 'm'));
+  send_upstream(begun);
+  started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(g.gate->await_replies(started + std::chrono::milliseconds(300))) << "the reply is under way";
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(300));
+
+  const std::string end = frame(1, 0x4 | 0x1, 1, "t");  // END_HEADERS | END_STREAM
+  send_upstream(end);
+  EXPECT_TRUE(g.gate->await_replies(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  // By then the client has it all.
+  std::string got(4096, '\0');
+  ssize_t n = ::recv(g.client, got.data(), got.size(), MSG_DONTWAIT);
+  EXPECT_EQ(n, static_cast<ssize_t>(begun.size() + end.size()));
+}
+
 // A client that never reads holds the drain only until its deadline.
 TEST(GrpcGate, ADrainEndsAtItsDeadlineWhenAClientNeverReads) {
   GateWithOneClient g;
