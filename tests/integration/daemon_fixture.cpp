@@ -35,6 +35,20 @@ void DaemonTest::TearDown() {
   // KCACHE_KEEP_TEST_DIRS=1 keeps every test's folder, for reading daemon logs of passing tests.
   if (!HasFailure() && std::getenv("KCACHE_KEEP_TEST_DIRS") == nullptr) return;
   m_dir.keep();
+  if (const char* shared = shared_daemon_file(); shared != nullptr && HasFailure()) {
+    // The daemon's log is the shared one: SharedDaemon.Stop keeps its folder when a file there
+    // names a test that failed.
+    try {
+      SharedDaemon d = read_shared_daemon(shared);
+      const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+      std::ofstream(d.folder / "failed", std::ios::app) << test->test_suite_name() << "." << test->name() << "\n";
+      std::fprintf(stderr, "kept %s; the shared daemon's log and database: %s (kcached.log, db/)\n",
+                   m_dir.path().c_str(), d.folder.c_str());
+      return;
+    } catch (const std::exception&) {
+      // SetUp found no shared daemon, and said so.
+    }
+  }
   std::fprintf(stderr, "kept %s (kcached.log, db/)\n", m_dir.path().c_str());
 }
 
@@ -307,7 +321,8 @@ TEST(SharedDaemon, Stop) {
     auto at = log.find(report);
     EXPECT_EQ(at, std::string::npos) << log.substr(at == std::string::npos ? 0 : at, 4000);
   }
-  if (!::testing::Test::HasFailure() && std::getenv("KCACHE_KEEP_TEST_DIRS") == nullptr) {
+  const bool a_test_failed = std::filesystem::exists(d.folder / "failed");  // DaemonTest::TearDown's
+  if (!::testing::Test::HasFailure() && !a_test_failed && std::getenv("KCACHE_KEEP_TEST_DIRS") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(d.folder, ec);
   } else {
