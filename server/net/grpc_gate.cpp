@@ -3,7 +3,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <linux/sockios.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -638,8 +637,8 @@ void GrpcGate::Impl::cut(Link& l, const std::string& why) {
 }
 
 // Every byte gRPC sent is with the kernel: FIN after them, then read (and drop) what the client
-// still sends until it closes too, or has every byte (none left unacknowledged), or the close
-// deadline passes (sweep, which also looks again every 100 ms). A socket closed with input unread
+// still sends until it closes too, or the close deadline passes (sweep, which also reads again
+// every 100 ms). A socket closed with input unread
 // is reset, and the reset drops what the kernel had not yet sent: the end of a reply, whose
 // client would retry a call that was done against a daemon that is gone. A gRPC client sends
 // WINDOW_UPDATEs as it reads a long reply; an idle one notices the FIN only at its next poll.
@@ -658,8 +657,8 @@ void GrpcGate::Impl::linger(Link& l) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     return close(l);  // the client closed too (or reset)
   }
-  int unacknowledged = 0;
-  if (::ioctl(l.client, SIOCOUTQ, &unacknowledged) == 0 && unacknowledged == 0) return close(l);
+  // Not closed once the client has every byte: a WINDOW_UPDATE arriving just then would reset
+  // the socket, and a reset drops what the client had received but not yet read.
   watch(l);
 }
 
