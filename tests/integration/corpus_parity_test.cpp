@@ -265,13 +265,21 @@ TEST(CorpusSample, EveryModuleAndEveryArchOfTheListIsBuilt) {
   EXPECT_EQ(built_archs, listed_archs) << "an arch of the list is built for no module";
 }
 
-class CorpusParity : public DaemonTest {
+// A daemon for the corpus's tests; none starts where this build has no corpus (the test is skipped).
+class CorpusDaemonTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    if (std::string(KCACHE_CUDA_CORPUS_DIR).empty()) GTEST_SKIP() << "no CUDA corpus: " << KCACHE_CUDA_CORPUS_SKIP_REASON;
+    DaemonTest::SetUp();
+  }
+};
+
+class CorpusParity : public CorpusDaemonTest {
  protected:
   std::vector<std::string> daemon_args() const override { return {"--workers", "2", "--queue-depth", "64"}; }
 };
 
 TEST_F(CorpusParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyItsKernels) {
-  if (std::string(KCACHE_CUDA_CORPUS_DIR).empty()) GTEST_SKIP() << "no CUDA corpus: " << KCACHE_CUDA_CORPUS_SKIP_REASON;
   std::vector<CorpusModule> corpus = read_corpus();
   ASSERT_GE(corpus.size(), 40u);
   struct Job {
@@ -327,13 +335,12 @@ TEST_F(CorpusParity, KcacheAcceptsEveryModuleTheBareToolchainAcceptsWithExactlyI
 
 // The corpus's huge unrolled kernel under a job time limit it cannot meet: DEADLINE_EXCEEDED,
 // nothing stored, the daemon keeps serving.
-class CorpusTimeLimit : public DaemonTest {
+class CorpusTimeLimit : public CorpusDaemonTest {
  protected:
   std::vector<std::string> daemon_args() const override { return {"--job-timeout", "1"}; }
 };
 
 TEST_F(CorpusTimeLimit, TheHugeKernelPastTheJobTimeLimitIsDeadlineExceeded) {
-  if (std::string(KCACHE_CUDA_CORPUS_DIR).empty()) GTEST_SKIP() << "no CUDA corpus: " << KCACHE_CUDA_CORPUS_SKIP_REASON;
   std::vector<CorpusModule> corpus = read_corpus();
   auto it = std::find_if(corpus.begin(), corpus.end(), [](const CorpusModule& m) { return m.huge; });
   ASSERT_NE(it, corpus.end()) << "corpus.tsv names no huge module";

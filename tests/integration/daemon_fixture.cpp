@@ -13,13 +13,32 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 extern char** environ;
 
 namespace kcache::test {
 
+namespace {
+// KCACHE_NOT_UNDER_ASAN's tests, by "Suite.Name", and why each does not apply there.
+std::map<std::string, std::string>& tests_not_under_asan() {
+  static std::map<std::string, std::string> tests;
+  return tests;
+}
+}  // namespace
+
+bool not_under_asan(const std::string& test, const std::string& why) {
+  tests_not_under_asan().emplace(test, why);
+  return true;
+}
+
 void DaemonTest::SetUp() {
+  if (k_asan_build) {
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    auto it = tests_not_under_asan().find(std::string(test->test_suite_name()) + "." + test->name());
+    if (it != tests_not_under_asan().end()) GTEST_SKIP() << "AddressSanitizer build: " << it->second;
+  }
   if (const char* shared = shared_daemon_file()) {
     ASSERT_TRUE(daemon_args().empty() && daemon_executable().empty())
         << "this test's daemon has flags of its own: take it out of tests/shared_daemon.cmake";

@@ -7,16 +7,6 @@
 
 #include "daemon_fixture.hpp"
 
-// AddressSanitizer builds run workers without a memory limit (its shadow memory needs the whole
-// address space), so the out-of-memory fault would take the machine's memory instead.
-#if defined(__SANITIZE_ADDRESS__)
-#define KCACHE_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KCACHE_TEST_ASAN 1
-#endif
-#endif
-
 namespace kcache::test {
 namespace {
 
@@ -102,10 +92,11 @@ TEST_F(Isolation, AHangingWorkerIsKilledAtTheDeadlineAndHitsGoOnMeanwhile) {
   EXPECT_EQ(stats().worker_crashes(), 1u);
 }
 
+// AddressSanitizer builds run workers without a memory limit (its shadow memory needs the whole
+// address space), so the out-of-memory fault would take the machine's memory instead.
+KCACHE_NOT_UNDER_ASAN(Isolation, AWorkerOutOfMemoryFailsItsJobWithResourceExhausted,
+                      "workers have no memory limit to hit");
 TEST_F(Isolation, AWorkerOutOfMemoryFailsItsJobWithResourceExhausted) {
-#ifdef KCACHE_TEST_ASAN
-  GTEST_SKIP() << "AddressSanitizer build: workers have no memory limit to hit";
-#endif
   auto r = m_client->compile(faulty("kcache_test_fault_oom"));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::k_resource_exhausted) << r.error().message;
@@ -119,10 +110,8 @@ TEST_F(Isolation, AWorkerOutOfMemoryFailsItsJobWithResourceExhausted) {
 // Found by fuzz/module_fuzzer: 1.6 KB of bitcode whose attribute list makes LLVM's reader ask for
 // 32 GiB. LLVM reports that to its bad-alloc handler, which would abort the worker; the worker's
 // handler makes it the same clean RESOURCE_EXHAUSTED as any other allocation past the limit.
+KCACHE_NOT_UNDER_ASAN(Isolation, BitcodeThatAsksLlvmForGigabytesIsResourceExhausted, "workers have no memory limit to hit");
 TEST_F(Isolation, BitcodeThatAsksLlvmForGigabytesIsResourceExhausted) {
-#ifdef KCACHE_TEST_ASAN
-  GTEST_SKIP() << "AddressSanitizer build: workers have no memory limit to hit";
-#endif
   v1::CompileRequest request = device_request(read_test_data("hostile/huge-attribute-list.bc"), {"sm_90"});
   request.set_format(v1::FORMAT_LLVM_BITCODE);
   auto r = m_client->compile(request);

@@ -234,8 +234,8 @@ TEST_F(Listeners, ARequestWithABodyIsRefusedBeforeTheBodyIsRead) {
 
 // 100 clients trickle a request a byte at a time and 200 more leave a partial request line: a
 // cached compile still takes well under 50 ms, and each slow client is cut off at its deadline.
+KCACHE_NOT_UNDER_ASAN(Listeners, SlowClientsHoldNoThreadAndAreCutOffAtTheirDeadline, "a latency bound does not apply");
 TEST_F(Listeners, SlowClientsHoldNoThreadAndAreCutOffAtTheirDeadline) {
-  if (k_asan_build) GTEST_SKIP() << "AddressSanitizer build: a latency bound does not apply";
   std::filesystem::path src = cached_saxpy();
   int port = http_port();
   std::vector<std::unique_ptr<RawConnection>> slow;
@@ -382,8 +382,9 @@ class OversizedRequests : public Listeners {
 
 // 64 concurrent requests of 64 MiB + 1 without a token, on each port: kcached's peak memory
 // grows by a bounded amount, not by what was sent (4 GiB a port), and it keeps serving.
+KCACHE_NOT_UNDER_ASAN(OversizedRequests, SixtyFourAtOnceOnEachPortLeavePeakMemoryBounded,
+                      "its redzones and quarantine make a memory bound meaningless");
 TEST_F(OversizedRequests, SixtyFourAtOnceOnEachPortLeavePeakMemoryBounded) {
-  if (k_asan_build) GTEST_SKIP() << "AddressSanitizer build: its redzones and quarantine make a memory bound meaningless";
   constexpr std::size_t k_size = (64ULL << 20) + 1;
   constexpr int k_clients = 64;
   int port = http_port_with_token();
@@ -427,8 +428,9 @@ TEST_F(OversizedRequests, SixtyFourAtOnceOnEachPortLeavePeakMemoryBounded) {
 // The token and its role are checked on a call's headers, before gRPC reads its message: 64
 // Compiles of 64 MiB + 1 at once without a token, then 64 from a client whose role may not
 // compile, each get the code and message they always got, and kcached's peak memory barely moves.
+KCACHE_NOT_UNDER_ASAN(OversizedRequests, CallsWithoutTheRightTokenAreRefusedBeforeTheirMessageIsRead,
+                      "its redzones and quarantine make a memory bound meaningless");
 TEST_F(OversizedRequests, CallsWithoutTheRightTokenAreRefusedBeforeTheirMessageIsRead) {
-  if (k_asan_build) GTEST_SKIP() << "AddressSanitizer build: its redzones and quarantine make a memory bound meaningless";
   constexpr std::size_t k_size = (64ULL << 20) + 1;
   constexpr int k_clients = 64;
   const v1::CompileRequest huge = device_request(std::string(k_size, 'x'), {"sm_90"});
