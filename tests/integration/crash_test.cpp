@@ -42,10 +42,11 @@ TEST_F(CrashSafety, KillNineDuringSustainedWritesLosesNothingAcknowledged) {
           std::lock_guard lock(acked_mutex);
           acked[done->key()] = done->images(0).sha256();
           ++acks;
+          acks.notify_all();
         }
       });
     }
-    while (acks < k_acks_before_kill) std::this_thread::yield();
+    for (int seen = acks; seen < k_acks_before_kill; seen = acks) acks.wait(seen);  // asleep, not spinning
     m_daemon->kill9();  // mid-stream: writers have calls in flight
     stop = true;
     for (std::thread& t : writers) t.join();
