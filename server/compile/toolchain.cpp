@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -60,16 +61,48 @@ std::vector<std::string> llvm_device_archs() {
   return out;
 }
 
-// Asks `program` with `args` through `runs`.
-Expected<ProcessResult> ask(ToolRuns& runs, const std::filesystem::path& program, const std::vector<std::string>& args) {
-  std::string question;
-  for (const std::string& a : args) question += (question.empty() ? "" : " ") + a;
-  return runs.ask(program, question, [&] {
+struct Question {
+  std::filesystem::path program;
+  std::vector<std::string> args;
+
+  std::string text() const {
+    std::string question;
+    for (const std::string& a : args) question += (question.empty() ? "" : " ") + a;
+    return question;
+  }
+  Expected<ProcessResult> run() const {
     std::vector<std::string> argv = {program.string()};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_process(argv);
-  });
+  }
+};
+
+// Asks `program` with `args` through `runs`.
+Expected<ProcessResult> ask(ToolRuns& runs, const std::filesystem::path& program, const std::vector<std::string>& args) {
+  Question q{program, args};
+  return runs.ask(program, q.text(), [&] { return q.run(); });
 }
+
+// Runs at once those of `questions` that `runs` has no answer to, and keeps their answers as
+// ask() does; detection then finds them known. kcached's detection asks ptxas three questions and
+// ld.lld one: 160 ms of its start one after another, about as long as the slowest together. A
+// worker, told kcached's answers, runs none.
+void ask_at_once(ToolRuns& runs, const std::vector<Question>& questions) {
+  std::vector<std::future<Expected<ProcessResult>>> answers;
+  for (const Question& q : questions) {
+    answers.emplace_back();
+    if (std::filesystem::exists(q.program) && !runs.knows(q.program, q.text())) {
+      answers.back() = std::async(std::launch::async, [&q] { return q.run(); });
+    }
+  }
+  for (std::size_t i = 0; i < questions.size(); ++i) {
+    // Kept in `runs` (a failure to run is not; detection's own ask runs it again and sees it).
+    if (answers[i].valid()) (void)runs.ask(questions[i].program, questions[i].text(), [&] { return answers[i].get(); });
+  }
+}
+
+// Where ld.lld may be: found at configure time beside LLVM, else PATH's usual places.
+constexpr const char* k_lld_candidates[] = {KCACHE_LLD_PATH, "/usr/bin/ld.lld-22", "/usr/lib/llvm-22/bin/ld.lld"};
 
 void detect_cuda(Toolchain& t, const std::filesystem::path& cuda_root, ToolRuns& runs) {
   t.cuda_root = cuda_root;
@@ -177,7 +210,7 @@ void detect_amdgpu(Toolchain& t, const std::filesystem::path& rocm_device_libs, 
   llvm::Triple triple{llvm::StringRef(k_amd_device_triple.data(), k_amd_device_triple.size())};
   std::string error;
   t.amdgpu_present = llvm::TargetRegistry::lookupTarget(triple, error) != nullptr;
-  for (const char* candidate : {KCACHE_LLD_PATH, "/usr/bin/ld.lld-22", "/usr/lib/llvm-22/bin/ld.lld"}) {
+  for (const char* candidate : k_lld_candidates) {
     if (std::string_view(candidate).empty() || !std::filesystem::exists(candidate)) continue;
     auto version = ask(runs, candidate, {"--version"});
     if (!version || version->exit_code != 0) continue;
@@ -220,14 +253,27 @@ std::optional<FileIdentity> file_identity(const std::filesystem::path& path) {
                       static_cast<std::uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
 }
 
+namespace {
+const ToolRun* known_run(const std::vector<ToolRun>& runs, const std::filesystem::path& program,
+                         std::string_view question, const FileIdentity& identity) {
+  for (const ToolRun& known : runs) {
+    if (known.program == program.string() && known.question == question && known.identity == identity) return &known;
+  }
+  return nullptr;
+}
+}  // namespace
+
+bool ToolRuns::knows(const std::filesystem::path& program, std::string_view question) const {
+  std::optional<FileIdentity> identity = file_identity(program);
+  return identity && known_run(m_runs, program, question, *identity) != nullptr;
+}
+
 Expected<ProcessResult> ToolRuns::ask(const std::filesystem::path& program, std::string_view question,
                                       const std::function<Expected<ProcessResult>()>& run) {
   std::optional<FileIdentity> identity = file_identity(program);
   if (!identity) return run();  // nothing to know it by
-  for (const ToolRun& known : m_runs) {
-    if (known.program == program.string() && known.question == question && known.identity == *identity) {
-      return ProcessResult{known.exit_code, 0, known.output, {}};
-    }
+  if (const ToolRun* known = known_run(m_runs, program, question, *identity)) {
+    return ProcessResult{known->exit_code, 0, known->output, {}};
   }
   auto result = run();
   if (!result) return result;
@@ -280,6 +326,14 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   t.host_triple = llvm::Triple::normalize(llvm::sys::getDefaultTargetTriple());
   t.rtlib_digest = rtlib::rtlib_digest();
   t.device_archs = llvm_device_archs();
+  std::vector<Question> questions;
+  for (const char* args : {"--version", "--help", "--list-version"}) questions.push_back({cuda_root / "bin" / "ptxas", {args}});
+  for (const char* candidate : k_lld_candidates) {
+    if (std::string_view(candidate).empty() || !std::filesystem::exists(candidate)) continue;
+    questions.push_back({candidate, {"--version"}});
+    break;
+  }
+  ask_at_once(*runs, questions);
   detect_cuda(t, cuda_root, *runs);
   detect_libdevice(t, cuda_root);
   detect_amdgpu(t, rocm_device_libs, *runs);

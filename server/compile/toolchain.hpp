@@ -99,6 +99,8 @@ class ToolRuns {
   // returns, which is then known. A failure to run is returned and not kept.
   Expected<ProcessResult> ask(const std::filesystem::path& program, std::string_view question,
                               const std::function<Expected<ProcessResult>()>& run);
+  // Whether `program`, as its file is now, has answered `question`.
+  bool knows(const std::filesystem::path& program, std::string_view question) const;
   const std::vector<ToolRun>& runs() const { return m_runs; }
 
  private:

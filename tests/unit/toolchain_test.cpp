@@ -102,7 +102,7 @@ TEST(ToolRuns, AWorkersDetectionRunsNoUnchangedProgramAndSeesAChangedPtxas) {
   ASSERT_TRUE(first.cuda_present);
   ASSERT_GT(first.max_ptx_version, 0);
   const std::size_t runs = lines(log);
-  EXPECT_GE(runs, 3u);  // --version, --help, a probe at least
+  EXPECT_EQ(runs, 3u) << "--version, --help and --list-version, each once";
 
   ToolRuns worker(daemon.runs());
   Toolchain second = detect_toolchain(root, CubinAssembler::ptxas, ToolkitLibraries::load, {}, &worker);
@@ -120,6 +120,27 @@ TEST(ToolRuns, AWorkersDetectionRunsNoUnchangedProgramAndSeesAChangedPtxas) {
   Toolchain third = detect_toolchain(root, CubinAssembler::ptxas, ToolkitLibraries::load, {}, &changed);
   EXPECT_NE(third.ptxas_version, first.ptxas_version);
   EXPECT_NE(third.fingerprint, first.fingerprint);
+}
+
+// kcached's detection asks ptxas's questions at once, not one after another (a start of kcached
+// waited for each in turn): here `ptxas --version` answers only once `--help` has started beside
+// it, or after 5 s alone, which it logs.
+TEST(ToolRuns, DetectionAsksItsQuestionsAtOnce) {
+  std::filesystem::path real = test::ptxas_path();
+  if (real.empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
+  test::TempDir dir;
+  std::filesystem::path root = dir.path() / "cuda", log = dir.path() / "log", help = dir.path() / "help-started";
+  std::filesystem::create_directories(root / "bin");
+  install_script(root / "bin" / "ptxas",
+                 "if [ \"$1\" = --help ]; then touch '" + help.string() + "'; fi\n"
+                 "if [ \"$1\" = --version ]; then\n"
+                 "  i=0; while [ ! -e '" + help.string() + "' ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done\n"
+                 "  [ -e '" + help.string() + "' ] || echo alone >> '" + log.string() + "'\n"
+                 "fi\n"
+                 "exec '" + real.string() + "' \"$@\"\n");
+  Toolchain t = detect_toolchain(root, CubinAssembler::ptxas, ToolkitLibraries::by_workers);
+  EXPECT_TRUE(t.cuda_present);
+  EXPECT_FALSE(std::filesystem::exists(log)) << "ptxas --version ran alone: detection asked one question at a time";
 }
 
 // The newest PTX ISA both sides take comes from `ptxas --list-version`, in one run and without
