@@ -201,6 +201,7 @@ class GrpcGate::Impl {
   void sweep();
   void note_drained();
   void note_replies_out();
+  void tell_waiters(bool& condition);  // sets a waiter's condition (m_drain_mutex) and wakes them
   bool penalized(const std::string& ip, Clock::time_point now);
 
   PeerCounts m_peers;
@@ -315,12 +316,7 @@ void GrpcGate::Impl::note_replies_out() {
     return;
   }
   if (!m_quiet_since) m_quiet_since = now;
-  if (now - *m_quiet_since < k_replies_quiet) return;
-  {
-    std::lock_guard lock(m_drain_mutex);
-    m_replies_out = true;
-  }
-  m_drain_done.notify_all();
+  if (now - *m_quiet_since >= k_replies_quiet) tell_waiters(m_replies_out);
 }
 
 // A link holds bytes from gRPC while it has a gRPC end, or is passing on the last of them.
@@ -329,10 +325,13 @@ void GrpcGate::Impl::note_drained() {
     const Link& l = *entry.second;
     return l.client >= 0 && (l.upstream >= 0 || l.closing);
   });
-  if (!drained) return;
+  if (drained) tell_waiters(m_drained);
+}
+
+void GrpcGate::Impl::tell_waiters(bool& condition) {
   {
     std::lock_guard lock(m_drain_mutex);
-    m_drained = true;
+    condition = true;
   }
   m_drain_done.notify_all();
 }
@@ -637,9 +636,9 @@ void GrpcGate::Impl::cut(Link& l, const std::string& why) {
 }
 
 // Every byte gRPC sent is with the kernel: FIN after them, then read (and drop) what the client
-// still sends until it closes too, or the close deadline passes (sweep, which also reads again
-// every 100 ms). A socket closed with input unread
-// is reset, and the reset drops what the kernel had not yet sent: the end of a reply, whose
+// still sends (the link stays watched for input) until it closes too, or the close deadline passes
+// (sweep). A socket closed with input unread is reset, and the reset drops what the kernel had not
+// yet sent: the end of a reply, whose
 // client would retry a call that was done against a daemon that is gone. A gRPC client sends
 // WINDOW_UPDATEs as it reads a long reply; an idle one notices the FIN only at its next poll.
 void GrpcGate::Impl::linger(Link& l) {
@@ -719,10 +718,7 @@ void GrpcGate::Impl::sweep() {
   for (auto& [id, link] : m_links) {
     Link& l = *link;
     if (l.client < 0) continue;
-    if (l.deadline > now) {
-      if (l.fin_sent) linger(l);  // the client may have every byte by now
-      continue;
-    }
+    if (l.deadline > now) continue;
     if (l.closing) {
       close(l);
     } else if (!l.h2_ready) {
