@@ -30,6 +30,7 @@ pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET nettle)  # SHA-256 (common/src
 # hiredis 0.14 (sync API, no TLS, no cluster): the Redis remote tier, server/remote/ alone.
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)  # HPACK (server/net/grpc_calls.cpp)
+pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)  # the jail's filter (server/compile/jail.cpp)
 # toml++ reads TOML manifests (client/src/manifest.cpp). Debian's pkg-config file asks for its
 # shared library (TOML_HEADER_ONLY=0); it is used header-only instead, in that one file, so
 # neither kcache-grpc nor the runtime image needs libtomlplusplus3.

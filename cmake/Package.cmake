@@ -46,8 +46,10 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # kcache_VERSION_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # Depends from the Debian libraries the binaries link (dpkg-shlibdeps); the rest by hand: the
-# Python module runs on python3, and kcached links AMD code objects with ld.lld where it is found.
+# Python module runs on python3, kcached links AMD code objects with ld.lld where it is found, and
+# runs the tools of build steps in bubblewrap's jail (without it, it refuses build steps).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "bubblewrap")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "lld-22, rocm-device-libs, redis-server")
 # /etc/kcache/kcached.toml is a conffile. (CPack's own postinst runs ldconfig for libkcache.so.)

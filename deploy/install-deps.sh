@@ -16,6 +16,7 @@ packages=(
   libhiredis-dev redis-server gnuplot-nox libxxhash-dev
   libnghttp2-dev  # HPACK decoding: the gRPC gate reads each call's method (server/net/grpc_calls.cpp)
   ccache  # the compiler launcher (cmake/BuildSpeed.cmake)
+  bubblewrap libseccomp-dev  # the jail tools run on peers' bytes run in (server/compile/jail.hpp)
   clang-tools-22  # clang-linker-wrapper: links clang CUDA programs with -fgpu-rdc (tests/data/launcher/clang.ninja)
   chromium  # the status page's test in a real browser (tests/browser)
   mmdebstrap  # a fresh Debian root to install the package into (tests/deploy/check_package.sh)

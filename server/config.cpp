@@ -111,6 +111,17 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "Remote entries without a valid tag are never served. Required with --remote")
       ->check(CLI::ExistingFile)
       ->needs("--remote");
+  app.add_option("--http-host", c.http_hosts,
+                 "A name clients reach the HTTP listeners by (repeatable): without --tokens-file, a request for any "
+                 "other name than an address, localhost or the machine's name is refused (DNS rebinding)");
+  app.add_option("--jail", c.jail,
+                 "How tools run on peers' bytes: bwrap (a jail: its own namespaces, read-only toolkit, no network, "
+                 "seccomp, limits) or none")
+      ->check(CLI::IsMember({"bwrap", "none"}))
+      ->capture_default_str();
+  app.add_flag("--allow-unjailed-steps", c.allow_unjailed_steps,
+               "Run build steps (cicc, clang, ptxas for the compiler launcher) even where the jail cannot be set up: "
+               "any client with the compile role may then run code as kcached's user");
   app.add_flag("--remote-read-only", c.remote_read_only,
                "Read the remote tier but never write it or take compile leases (untrusted zones)");
   app.add_option("--remote-timeout-ms", c.remote_timeout_ms, "Time limit of one Redis operation (ms)")

@@ -46,6 +46,9 @@ struct Config {
   std::filesystem::path remote_password_file;  // the Redis password, one line
   std::filesystem::path remote_secret_file;    // the fleet's HMAC key (required with remote)
   bool remote_read_only = false;            // read the remote; never write it or take leases
+  std::vector<std::string> http_hosts;      // names the HTTP listeners answer without tokens, besides their own
+  std::string jail = "bwrap";               // bwrap: tools run on peers' bytes in a jail; none: without
+  bool allow_unjailed_steps = false;        // run build steps where there is no jail (the operator accepts it)
   std::uint32_t remote_timeout_ms = 500;    // per Redis operation
   std::uint32_t remote_connect_timeout_ms = 200;
   std::uint64_t remote_write_queue_size = 256ULL << 20;  // bytes waiting to be written; more are dropped

@@ -8,6 +8,8 @@
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -35,6 +37,15 @@
 
 namespace kcache::server {
 namespace {
+
+// The names an HTTP listener answers besides its addresses and localhost (net/http_request.hpp,
+// Router::allow_hosts): the machine's own name and --http-host's.
+std::vector<std::string> served_host_names(const Config& config) {
+  std::vector<std::string> names = config.http_hosts;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') names.emplace_back(name);
+  return names;
+}
 
 constexpr auto k_shutdown_grace = std::chrono::seconds(30);
 constexpr auto k_reply_flush_grace = std::chrono::milliseconds(500);
@@ -174,8 +185,20 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return make_error(ErrorCode::k_internal, "cannot find kcached's own executable: " + ec.message());
+  // Tools run on peers' bytes only in a jail that works here (compile/jail.hpp), asked once.
+  Jail jail = config.jail == "none" ? Jail::none("started with --jail none")
+                                    : Jail::probe(jail_policy(detected, config.worker_memory));
+  if (jail.mode() == Jail::Mode::none) {
+    spdlog::warn("no jail for the tools run on peers' bytes: {}. {}", jail.reason(),
+                 config.allow_unjailed_steps
+                     ? "Build steps run anyway (--allow-unjailed-steps): a client with the compile role can run code as "
+                       "this user"
+                     : "Build steps are refused (--allow-unjailed-steps runs them anyway)");
+  } else {
+    spdlog::info("jail: bwrap, for every tool run on peers' bytes (build steps, ptxas, nvlink, ld.lld)");
+  }
   worker::WorkerConfig worker_config{config.cuda_root, config.rocm_device_libs, config.cubin_assembler, config.log_level,
-                                     config.worker_memory, runs.runs()};
+                                     config.worker_memory, runs.runs(), std::string(jail.mode_name())};
   d->m_workers = std::make_unique<worker::WorkerSet>(self, worker_config);
   auto report = d->m_workers->start(config.workers);
   if (!report) return report.error();
@@ -213,6 +236,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
   cache_limits.job_timeout = std::chrono::seconds(config.job_timeout_s);
   d->m_cache = std::make_unique<Cache>(*d->m_store, *d->m_compiler, *d->m_pool, *d->m_workers, *d->m_metrics,
                                        cache_limits);
+  d->m_cache->set_jail({std::string(jail.mode_name()), jail.reason(), config.allow_unjailed_steps});
   ServiceLimits limits;
   limits.max_message_bytes = config.max_module_size + (1ULL << 20);  // room for the rest of the request
   d->m_calls = std::make_unique<CallTracker>();
@@ -300,6 +324,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     d->m_status = std::make_unique<StatusPage>(*d->m_cache, *d->m_pool,
                                                [service = d->m_service.get()] { return service->snapshot(); });
     auto http = HttpListener::start(*http_listen, "--http-listen", http_tls, http_limits, *d->m_fds, [&](Router& server) {
+      // Without tokens, any page a browser opens could ask a name that resolves here (DNS rebinding).
+      if (!d->m_auth->enabled()) server.allow_hosts(served_host_names(config));
       add_http_api_routes(server, *d->m_cache, *d->m_auth, *d->m_calls, *d->m_metrics);
       d->m_status->add_routes(server, *d->m_auth, *d->m_metrics);
     });
@@ -319,6 +345,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
     limits.event_threads = 1;
     auto metrics = HttpListener::start(config.metrics_listen, "--metrics-listen", HttpTls{}, limits, *d->m_fds,
                                        [&](Router& server) {
+      server.allow_hosts(served_host_names(config));  // no token is ever asked there
       add_metrics_route(server, [service = d->m_service.get()] { return service->snapshot(); });
     });
     if (!metrics) return metrics.error();

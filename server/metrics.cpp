@@ -194,6 +194,11 @@ std::string Metrics::render(const v1::Stats& stats) {
     out << "# TYPE " << name << (gauge ? " gauge\n" : " counter\n");
     out << name << ' ' << r->GetUInt64(stats, f) << "\n";
   }
+  out << "# HELP kcache_jail_info How tools run on peers' bytes: bwrap (jailed) or none; steps_unjailed=\"true\" "
+         "where build steps run without a jail (--allow-unjailed-steps)\n"
+      << "# TYPE kcache_jail_info gauge\n"
+      << "kcache_jail_info{mode=\"" << label(stats.jail()) << "\",steps_unjailed=\""
+      << (stats.steps_unjailed() ? "true" : "false") << "\"} 1\n";
   out << "# HELP kcache_hit_ratio Compile requests answered from the cache: hits / (hits + misses + coalesced)\n"
       << "# TYPE kcache_hit_ratio gauge\n"
       << "kcache_hit_ratio " << wire::hit_ratio(stats) << "\n";

@@ -43,6 +43,8 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const 
                                      STDERR_FILENO);
   }
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // glibc 2.29 and later clear close-on-exec where both numbers are the same.
+  for (auto [from, to] : options.inherit_fds) posix_spawn_file_actions_adddup2(&actions, from, to);
   if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
 
   std::vector<char*> args;
@@ -87,7 +89,7 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const 
   }
   ProcessResult result;
   char buf[16384];
-  bool overran = false;
+  bool overran = false, overflowed = false;
   std::string* sinks[2] = {&result.output, &result.error_output};
   int fds[2] = {out_fds[0], err_fds[0]};
   auto wait_left = [&]() -> int {
@@ -114,6 +116,12 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const 
       if (n > 0) {
         std::size_t room = options.max_output - std::min(options.max_output, sinks[i]->size());
         sinks[i]->append(buf, std::min(room, static_cast<std::size_t>(n)));
+        if (static_cast<std::size_t>(n) > room && options.kill_past_max_output) {
+          overflowed = true;
+          kill(pid, SIGKILL);
+          close_fd(fds[0]);
+          close_fd(fds[1]);
+        }
       } else if (n == 0 || errno != EINTR) {
         close_fd(fds[i]);
       }
@@ -144,6 +152,10 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const 
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  if (overflowed) {
+    return make_error(ErrorCode::k_resource_exhausted, argv[0] + " printed more than " +
+                                                           std::to_string(options.max_output) + " bytes and was killed");
+  }
   if (overran) {
     return make_error(ErrorCode::k_deadline_exceeded,
                       argv[0] + " was still running at the job's time limit (--job-timeout) and was killed");

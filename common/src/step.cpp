@@ -20,10 +20,25 @@ enum class Operand {
   output_file,  // the next argument names a declared output
 };
 
+// What an option's value may be (Operand::value), checked as the tool will read it.
+enum class Value {
+  text,          // printable text (a name written into the output, such as the source's path)
+  number,        // decimal digits (limits, register counts)
+  sm_arch,       // sm_XX (ptxas, clang's -target-cpu)
+  compute_arch,  // compute_XX (cicc)
+  device_triple, // nvptx64-nvidia-cuda, once
+  host_triple,   // x86_64-pc-linux-gnu and its kind: lowercase words joined by '-'
+  cpu_name,      // a host CPU (x86-64, znver4): lowercase letters, digits, '-', '_', '.'
+  feature,       // a target feature: '+' or '-' and a lowercase word (+ptx88, +sm_80)
+  file_name,     // a plain file name (no '/'): what clang writes into debug info as the main file
+  reloc_model,   // -mrelocation-model's words
+};
+
 struct Option {
   std::string_view spelling;
   Operand operand = Operand::none;
   bool prefix = false;  // the spelling begins the argument (-O3, --gnu_version=120200)
+  Value value = Value::text;
 };
 
 // cicc's options as nvcc 12 and 13 pass them (nvcc --dryrun with -std, -G, -lineinfo,
@@ -43,8 +58,8 @@ constexpr Option k_cicc_options[] = {
     {"--diag_error=", Operand::none, true}, {"--diag_warning=", Operand::none, true},
     {"--diag_remark=", Operand::none, true},
     {"--orig_src_file_name", Operand::value}, {"--orig_src_path_name", Operand::value},
-    {"--include_file_name", Operand::value},  {"-arch", Operand::value},
-    {"-maxreg", Operand::value},
+    {"--include_file_name", Operand::value},  {"-arch", Operand::value, false, Value::compute_arch},
+    {"-maxreg", Operand::value, false, Value::number},
     {"--module_id_file_name", Operand::input_file}, {"--gen_c_file_name", Operand::output_file},
     {"--stub_file_name", Operand::output_file},     {"--gen_device_file_name", Operand::output_file},
     {"-o", Operand::output_file},
@@ -82,9 +97,9 @@ constexpr Option k_ptxas_options[] = {
     {"--def-load-cache=", Operand::none, true},
     {"--def-store-cache=", Operand::none, true},
     {"--allow-expensive-optimizations=", Operand::none, true},
-    {"-arch", Operand::value},
-    {"--gpu-name", Operand::value},
-    {"-maxrregcount", Operand::value},
+    {"-arch", Operand::value, false, Value::sm_arch},
+    {"--gpu-name", Operand::value, false, Value::sm_arch},
+    {"-maxrregcount", Operand::value, false, Value::number},
     {"-o", Operand::output_file},
     {"--output-file", Operand::output_file},
 };
@@ -118,17 +133,17 @@ constexpr Option k_clang_options[] = {
     {"-target-sdk-version=", Operand::none, true},
     {"-debugger-tuning=", Operand::none, true},
     {"-cuid=", Operand::none, true},
-    {"-triple", Operand::value},
-    {"-aux-triple", Operand::value},
-    {"-target-cpu", Operand::value},
-    {"-aux-target-cpu", Operand::value},
-    {"-target-feature", Operand::value},
-    {"-main-file-name", Operand::value},
-    {"-mrelocation-model", Operand::value},
-    {"-ferror-limit", Operand::value},
-    {"-ftemplate-backtrace-limit", Operand::value},
-    {"-fconstexpr-backtrace-limit", Operand::value},
-    {"-fmessage-length", Operand::value},
+    {"-triple", Operand::value, false, Value::device_triple},
+    {"-aux-triple", Operand::value, false, Value::host_triple},
+    {"-target-cpu", Operand::value, false, Value::sm_arch},
+    {"-aux-target-cpu", Operand::value, false, Value::cpu_name},
+    {"-target-feature", Operand::value, false, Value::feature},
+    {"-main-file-name", Operand::value, false, Value::file_name},
+    {"-mrelocation-model", Operand::value, false, Value::reloc_model},
+    {"-ferror-limit", Operand::value, false, Value::number},
+    {"-ftemplate-backtrace-limit", Operand::value, false, Value::number},
+    {"-fconstexpr-backtrace-limit", Operand::value, false, Value::number},
+    {"-fmessage-length", Operand::value, false, Value::number},
     {"-o", Operand::output_file},
 };
 
@@ -206,9 +221,57 @@ std::optional<Expected<void>> check_clang_special(const StepSpec& spec, std::siz
   return Expected<void>{};
 }
 
+bool lower_word(std::string_view text, std::string_view also) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
+           also.find(c) != std::string_view::npos;
+  });
+}
+
+// Why `value` cannot be the value of an option of kind `kind`; empty when it can.
+std::string value_refusal(Value kind, std::string_view value) {
+  switch (kind) {
+    case Value::text:
+      return std::all_of(value.begin(), value.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; })
+                 ? ""
+                 : "holds a control character";
+    case Value::number:
+      return !value.empty() && value.size() <= 9 && lower_word(value, "") &&
+                     std::all_of(value.begin(), value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })
+                 ? ""
+                 : "is not a number";
+    case Value::sm_arch: return parse_sm_arch(value) ? "" : "is not an SM arch (sm_80)";
+    case Value::compute_arch:
+      return value.starts_with("compute_") && parse_sm_arch("sm_" + std::string(value.substr(8))) ? ""
+                                                                                                   : "is not a virtual arch (compute_80)";
+    case Value::device_triple: return value == "nvptx64-nvidia-cuda" ? "" : "is not the device triple nvptx64-nvidia-cuda";
+    case Value::host_triple:
+      return value.size() <= 64 && lower_word(value, "-_.") && value.find('-') != std::string_view::npos &&
+                     std::islower(static_cast<unsigned char>(value.front()))
+                 ? ""
+                 : "is not a target triple";
+    case Value::cpu_name: return value.size() <= 64 && lower_word(value, "-_.") ? "" : "is not a CPU name";
+    case Value::feature:
+      return value.size() >= 2 && value.size() <= 64 && (value.front() == '+' || value.front() == '-') &&
+                     lower_word(value.substr(1), "-_.")
+                 ? ""
+                 : "is not a target feature (+ptx88)";
+    case Value::file_name:
+      return value.size() <= 255 && is_step_file_name(value.substr(0, std::min<std::size_t>(value.size(), 128))) ? ""
+                                                                                                   : "is not a plain file name";
+    case Value::reloc_model:
+      for (std::string_view model : {"static", "pic", "ropi", "rwpi", "ropi-rwpi", "dynamic-no-pic"}) {
+        if (value == model) return "";
+      }
+      return "is not a relocation model";
+  }
+  return "is not a value kcache knows";
+}
+
 template <std::size_t N>
 Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
   bool has_input = false;
+  std::size_t triples = 0;
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
     const std::string& arg = spec.args[i];
     if (arg.empty() || arg.front() != '-') {
@@ -227,6 +290,12 @@ Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
     if (option->operand == Operand::none) continue;
     if (i + 1 == spec.args.size()) return refused(spec, arg, "lacks its value");
     const std::string& operand = spec.args[++i];
+    if (option->operand == Operand::value) {
+      if (std::string why = value_refusal(option->value, operand); !why.empty()) {
+        return refused(spec, operand, "(the value of " + std::string(arg) + ") " + why);
+      }
+      if (option->value == Value::device_triple && ++triples > 1) return refused(spec, arg, "is given twice");
+    }
     if (option->operand == Operand::input_file && !declared(spec.inputs, operand)) {
       return refused(spec, operand, "is not a declared input");
     }
@@ -250,7 +319,8 @@ enum Tag : std::uint8_t {
 
 void hash_field(Sha256& h, Tag tag, std::string_view value) { hash_tagged_field(h, tag, value); }
 
-constexpr std::uint32_t k_step_key_version = 1;
+// 2: offered objects need the publish role; every entry version 1's offers wrote is left behind.
+constexpr std::uint32_t k_step_key_version = 2;
 
 }  // namespace
 
@@ -295,6 +365,8 @@ Expected<void> check_step(const StepSpec& spec) {
   for (const std::string& arg : spec.args) {
     if (arg.size() > k_max_step_arg_bytes) return refused(spec, arg, "is longer than 4096 bytes");
     if (arg.find('\0') != std::string::npos) return refused(spec, arg, "holds a NUL byte");
+    // clang expands @FILE in every argument, option values included, before it even reads them.
+    if (arg.starts_with('@')) return refused(spec, arg, "starts with '@', which a compiler reads as a response file");
   }
   if (spec.inputs.empty() || spec.inputs.size() > k_max_step_files || spec.outputs.size() > k_max_step_files) {
     return make_error(ErrorCode::k_invalid_argument, "a step has 1 to " + std::to_string(k_max_step_files) +
@@ -378,6 +450,34 @@ Error unsafe_input(std::string_view name, std::size_t line, std::string_view why
 
 Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes) {
   if (tool != StepTool::cicc && tool != StepTool::clang) return {};
+  // Bytes on which the compilers disagree with this reading of lines: clang ends a line at a lone
+  // CR (and splices at backslash-CR); both skip a NUL, and clang U+00A0 and U+3000, before '#'.
+  // Preprocessors write none of them where they would matter, so they are refused outright.
+  std::size_t line_number = 1;
+  bool line_start = true;  // only blanks and non-ASCII bytes since the line began
+  bool odd_start = false;  // and at least one non-ASCII byte among them
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\0') return unsafe_input(name, line_number, "it holds a NUL byte");
+    if (c == '\r' && (i + 1 == bytes.size() || bytes[i + 1] != '\n')) {
+      return unsafe_input(name, line_number, "it holds a CR that does not end a line with LF");
+    }
+    if (c == '\n') {
+      ++line_number;
+      line_start = true;
+      odd_start = false;
+      continue;
+    }
+    if (!line_start) continue;
+    if (c >= 0x80) {
+      odd_start = true;
+    } else if (c == '#' || (c == '%' && i + 1 < bytes.size() && bytes[i + 1] == ':')) {
+      if (odd_start) return unsafe_input(name, line_number, "a non-ASCII byte comes before its '#'");
+      line_start = false;
+    } else if (c != ' ' && c != '\t' && c != '\f' && c != '\v' && c != '\r') {
+      line_start = false;
+    }
+  }
   // Lines spliced first (a backslash, optional blanks, a newline), as the compilers splice them.
   std::string text;
   text.reserve(bytes.size());

@@ -27,6 +27,7 @@ std::string_view bearer_token(std::string_view authorization) {
 std::optional<Role> parse_role(const std::string& name) {
   if (name == "read") return Role::read;
   if (name == "compile") return Role::compile;
+  if (name == "publish") return Role::publish;
   if (name == "admin") return Role::admin;
   return std::nullopt;
 }
@@ -37,6 +38,7 @@ const char* role_name(Role role) {
   switch (role) {
     case Role::read: return "read";
     case Role::compile: return "compile";
+    case Role::publish: return "publish";
     case Role::admin: return "admin";
   }
   return "?";

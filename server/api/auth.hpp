@@ -1,9 +1,11 @@
 // Bearer-token authentication with roles. A tokens file holds one client per line:
 //
 //   # NAME  ROLE     TOKEN
-//   ci      compile  3f9a...            (role: read, compile or admin)
+//   ci      compile  3f9a...            (role: read, compile, publish or admin)
 //
-// Each role includes the ones before it. Tokens are kept only as SHA-256 digests and never
+// Each role includes the ones before it. publish is compile plus writing what other machines
+// link: a host object or whole-compile entry that the client compiled itself (a Step's offer).
+// Give it to trusted CI machines only; a compile client's offers are refused. Tokens are kept only as SHA-256 digests and never
 // logged; a denied call is logged with the client's NAME (or "unknown token").
 #pragma once
 
@@ -19,7 +21,7 @@
 
 namespace kcache::server {
 
-enum class Role { read = 1, compile = 2, admin = 3 };
+enum class Role { read = 1, compile = 2, publish = 3, admin = 4 };
 
 const char* role_name(Role role);
 

@@ -230,6 +230,9 @@ v1::Stats KCacheService::snapshot() const {
   response->set_coalesced(c.coalesced);
   response->set_errors(c.errors);
   response->set_fetches(c.fetches);
+  response->set_jail(m_cache.jail().mode);
+  response->set_jail_reason(m_cache.jail().reason);
+  response->set_steps_unjailed(m_cache.jail().unjailed_steps);
   response->set_entries(s.entries);
   response->set_images(s.images);
   response->set_bytes(s.bytes);
@@ -335,10 +338,23 @@ grpc::Status KCacheService::Evict(grpc::ServerContext* context, const v1::EvictR
 
 grpc::Status KCacheService::Step(grpc::ServerContext* context, const v1::StepRequest* request,
                                  v1::StepResponse* response) {
-  auto call = admit(*context, "Step");
+  std::string client;
+  auto call = admit(*context, "Step", &client);
   if (!call) return wire::to_status(call.error());
+  // An offered object is linked by other machines: only a daemon, or a client trusted to publish,
+  // writes one. A compile client keeps its own objects (the launcher, on PERMISSION_DENIED).
+  if (request->has_offered()) {
+    if (auto allowed = m_auth.check(*context, Role::publish, "Step (an offered object)"); !allowed) {
+      return wire::to_status(allowed.error());
+    }
+  }
   auto ask = wire::step_ask(*request);
-  if (!ask) return wire::to_status(ask.error());
+  if (!ask) {
+    spdlog::warn("step refused client={} code={} error={:.512}", client, error_code_name(ask.error().code),
+                 ask.error().message);
+    return wire::to_status(ask.error());
+  }
+  ask->client = client;
   auto answer = m_cache.step(*ask);
   if (!answer) return wire::to_status(answer.error());
   response->set_key(answer->key.hex());

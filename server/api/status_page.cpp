@@ -149,6 +149,10 @@ std::vector<std::string> health_problems(const v1::Stats& stats, const JobQueue&
   if (pool.capacity() > 0 && stats.queued_jobs() >= pool.capacity()) out.push_back("the compile queue is full");
   if (stats.max_bytes() > 0 && stats.bytes() > stats.max_bytes() * 9 / 10)
     out.push_back("the store is past 90% of its cap");
+  if (stats.jail() == "none") {
+    out.push_back(stats.steps_unjailed() ? "build steps run without a jail (--allow-unjailed-steps): " + stats.jail_reason()
+                                         : "no jail, so build steps are refused: " + stats.jail_reason());
+  }
   if (remote != nullptr && remote->breaker_open)
     out.push_back("the remote tier is paused (circuit breaker open)");
   else if (remote != nullptr && remote->failures_in_row > 0)
@@ -342,6 +346,7 @@ json status_json(const v1::Stats& s, const Cache& cache, const JobQueue& pool, W
             {"problems", health_problems(s, pool, remote ? &*remote : nullptr)},
             {"counters", counters},
             {"workers", pool.workers()},
+            {"jail", {{"mode", s.jail()}, {"reason", s.jail_reason()}, {"steps_unjailed", s.steps_unjailed()}}},
             {"queue_capacity", pool.capacity()}};
   if (remote) {
     j["remote"] = {{"url", s.remote()},
@@ -634,6 +639,7 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     for (const auto& p : status["problems"]) problems += "<li>" + escape(p.get<std::string>()) + "</li>";
     values["problems"] = problems;
     values["uptime"] = std::to_string(status["uptime_seconds"].get<std::int64_t>());
+    values["jail"] = escape(s.jail() == "none" ? "none (" + s.jail_reason() + ")" : s.jail());
     values["now"] = escape(utc_time(WallClock::now()));
     values["counters"] = counters_html(s, m_pool);
     values["remote"] = remote_html(status["remote"]);

@@ -100,6 +100,16 @@ class Cache {
   // The shared remote tier, asked after the local store and before compiling; null: none. Set
   // before serving; the Daemon owns it.
   void set_remote(remote::RemoteTier* remote) { m_remote = remote; }
+
+  // How the workers run tools on peers' bytes (compile/jail.hpp): mode "bwrap" or "none" with
+  // the reason. Without a jail, build steps are refused unless `unjailed_steps`. Set before serving.
+  struct JailState {
+    std::string mode = "none";
+    std::string reason = "not set up";
+    bool unjailed_steps = false;
+  };
+  void set_jail(JailState jail) { m_jail = std::move(jail); }
+  const JailState& jail() const { return m_jail; }
   remote::RemoteTier* remote() const { return m_remote; }
 
   // The images `ask` names, from the first tier that has them; the missing ones are compiled on
@@ -196,6 +206,7 @@ class Cache {
   const CacheLimits m_limits;
   CacheCounters m_counters;
   Activity m_activity;
+  JailState m_jail;
   remote::RemoteTier* m_remote = nullptr;
   std::mutex m_in_flight_mutex;  // guards m_in_flight
   std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images

@@ -37,16 +37,27 @@ std::vector<Image> step_images(const StepRun& run) {
   return images;
 }
 
+// The SHA-256 of a step's arguments, each tagged: in the log, so that a run is traced to exactly
+// what it was asked to run without logging a peer's bytes.
+std::string args_digest(const std::vector<std::string>& args) {
+  Sha256 h;
+  for (const std::string& arg : args) hash_tagged_field(h, 1, arg);
+  return to_hex(h.finish());
+}
+
 void log_step(const StepAsk& ask, std::string_view key_hex, Clock::time_point start,
               const Expected<StepAnswer>& answered) {
   StepTool tool = ask.spec.tool;
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  const std::string client = ask.client.empty() ? "-" : ask.client;
   if (!answered) {
-    spdlog::warn("step tool={} key={:.12} outcome=error ms={:.1f} code={} error={:.1024}", step_tool_name(tool), key_hex,
-                 ms, error_code_name(answered.error().code), answered.error().message);
+    spdlog::warn("step tool={} client={} args={:.16} key={:.12} outcome=error ms={:.1f} code={} error={:.1024}",
+                 step_tool_name(tool), client, args_digest(ask.spec.args), key_hex, ms,
+                 error_code_name(answered.error().code), answered.error().message);
     return;
   }
-  spdlog::info("step tool={} key={:.12} outcome={} exit={} ms={:.1f}", step_tool_name(tool), key_hex,
+  spdlog::info("step tool={} client={} args={:.16} key={:.12} outcome={} exit={} ms={:.1f}", step_tool_name(tool),
+               client, args_digest(ask.spec.args), key_hex,
                ask.offered                                                 ? "stored"
                : answered->outputs.empty() && answered->exit_code == 0 ? "absent"
                                                                        : outcome_name(answered->outcome),
@@ -104,6 +115,11 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
   }
   const StepTool tool = ask.spec.tool;
   const Side side = step_side(tool);
+  if (side == Side::device && m_jail.mode == "none" && !m_jail.unjailed_steps) {
+    return make_error(ErrorCode::k_failed_precondition,
+                      "this kcached runs no build step: it cannot jail the tools it would run (" + m_jail.reason +
+                          "), and was not started with --allow-unjailed-steps; the client runs the step itself");
+  }
   if (side == Side::device) {
     auto own = step_tool(tool);
     if (!own) return own.error();

@@ -21,6 +21,14 @@ namespace {
 // is busy, more when other cores are idle.
 constexpr int k_split_compile = 8;
 
+// A tool's run for a job: merged output, killed at the deadline or past 64 MiB of output.
+ProcessOptions tool_options(std::chrono::steady_clock::time_point deadline) {
+  ProcessOptions options;
+  options.deadline = deadline;
+  options.kill_past_max_output = true;
+  return options;
+}
+
 struct Assembled {
   std::string cubin;
   std::string log;  // resource usage per kernel, warnings
@@ -52,7 +60,7 @@ Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const Compil
     argv.push_back("--split-compile=" + std::to_string(k_split_compile));
     if (link) argv.push_back("--compile-only");
     argv.insert(argv.end(), {"-o", (link ? object : out).string(), in.string()});
-    auto run = run_process(argv, job.deadline);
+    auto run = run_tool(toolchain, argv, dir.path(), tool_options(job.deadline));
     if (!run) return run.error();
     if (run->exit_code != 0) {
       return make_error(failure_code, run->signal != 0 ? "ptxas was killed by signal " + std::to_string(run->signal)
@@ -66,7 +74,7 @@ Expected<Assembled> assemble_with_ptxas(const Toolchain& toolchain, const Compil
     argv.insert(argv.end(), objects.begin(), objects.end());
     if (device_runtime) argv.push_back(toolchain.cudadevrt.string());
     argv.insert(argv.end(), {"-o", out.string()});
-    auto linked = run_process(argv, job.deadline);
+    auto linked = run_tool(toolchain, argv, dir.path(), tool_options(job.deadline));
     if (!linked) return linked.error();
     if (linked->exit_code != 0) return make_error(failure_code, "nvlink failed for " + arch + ":\n" + linked->output);
     log += linked->output;

@@ -43,9 +43,12 @@ Expected<std::string> link_hsaco(const Toolchain& toolchain, std::string_view ob
     if (!f) return internal("cannot write " + in.string());
   }
   // --no-undefined: a code object is loaded whole; nothing may stay for a later link.
-  auto run = run_process({toolchain.lld.string(), "-flavor", "gnu", "-m", "elf64_amdgpu", "--no-undefined", "-shared",
-                          "-o", out.string(), in.string()},
-                         deadline);
+  ProcessOptions options;
+  options.deadline = deadline;
+  options.kill_past_max_output = true;
+  auto run = run_tool(toolchain, {toolchain.lld.string(), "-flavor", "gnu", "-m", "elf64_amdgpu", "--no-undefined",
+                                  "-shared", "-o", out.string(), in.string()},
+                      dir.path(), options);
   if (!run) return run.error();
   if (run->exit_code != 0) {
     return internal(run->signal != 0 ? "ld.lld was killed by signal " + std::to_string(run->signal)

@@ -79,11 +79,11 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
                                   "NVVMIR_LIBRARY_DIR=" + (toolchain.cuda_root / "nvvm" / "libdevice").string()};
   ProcessOptions options;
   options.output = ProcessOptions::Output::separate;
-  options.cwd = folder.path();
   options.env = &env;
   options.deadline = work.deadline;
   options.max_output = 4ULL << 20;
-  auto ran = run_process(argv, options);
+  options.kill_past_max_output = true;
+  auto ran = run_tool(toolchain, argv, folder.path(), options);
   if (!ran) return ran.error();
   StepRun out;
   out.exit_code = ran->signal != 0 ? 128 + ran->signal : ran->exit_code;

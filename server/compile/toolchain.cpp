@@ -357,4 +357,28 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
   return t;
 }
 
+JailPolicy jail_policy(const Toolchain& toolchain, std::uint64_t memory_limit) {
+  JailPolicy policy;
+  if (!toolchain.cuda_root.empty()) policy.read_only.push_back(toolchain.cuda_root);
+  for (const std::filesystem::path& program : {toolchain.ptxas, toolchain.nvlink, toolchain.lld}) {
+    std::error_code ec;
+    std::filesystem::path real = program.empty() ? program : std::filesystem::canonical(program, ec);
+    if (!ec && !real.empty()) policy.read_only.push_back(real.parent_path().parent_path());
+  }
+  // The clang build steps run: the LLVM kcached was built with (under /usr/lib on Debian).
+  std::error_code ec;
+  if (std::filesystem::path clang = KCACHE_CLANG_PATH; !clang.empty() && std::filesystem::exists(clang, ec)) {
+    policy.read_only.push_back(std::filesystem::canonical(clang, ec).parent_path().parent_path());
+  }
+  policy.max_memory_bytes = memory_limit;
+  return policy;
+}
+
+Expected<ProcessResult> run_tool(const Toolchain& toolchain, const std::vector<std::string>& argv,
+                                 const std::filesystem::path& folder, ProcessOptions options) {
+  if (toolchain.jail) return toolchain.jail->run(argv, folder, std::move(options));
+  if (options.cwd.empty()) options.cwd = folder;
+  return run_process(argv, options);
+}
+
 }  // namespace kcache::server

@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "compile/jail.hpp"
 #include "compile/nvjitlink.hpp"
 #include "compile/nvrtc.hpp"
 #include "kcache/process.hpp"
@@ -40,6 +42,9 @@ struct Toolchain {
   std::string nvjitlink_version;          // "13.0" when cubins are assembled by nvJitLink; "": by ptxas
   std::shared_ptr<const Nvrtc> nvrtc;     // CUDA C++ source jobs; set in processes that compile
   std::string nvrtc_version;              // "13.0" where the toolkit has a usable NVRTC; "": none
+  // Where the tools run on peers' bytes (build steps, ptxas, nvlink, ld.lld): set in the workers;
+  // null in the daemon, whose own runs (detection) are of its own files.
+  std::shared_ptr<const Jail> jail;
   std::vector<std::filesystem::path> cuda_include_dirs;  // the toolkit's headers NVRTC may include
   std::string cuda_headers_digest;        // of the toolkit's header set (cuda_headers_digest)
   int max_ptx_version = 0;                // newest PTX ISA (e.g. 90 for 9.0) LLVM and ptxas both take; 0: no ptxas
@@ -135,5 +140,13 @@ Digest toolchain_fingerprint(const Toolchain& toolchain);
 
 // "nvJitLink 13.0", "ptxas", or "none".
 std::string assembler_name(const Toolchain& toolchain);
+
+// What the jail binds read-only for this toolchain's tools (the toolkit's folders) and bounds
+// them by (`memory_limit`: a worker's address space, 0 for none).
+JailPolicy jail_policy(const Toolchain& toolchain, std::uint64_t memory_limit);
+
+// Runs one of the toolchain's tools on a peer's files in `folder`: in its jail where it has one.
+Expected<ProcessResult> run_tool(const Toolchain& toolchain, const std::vector<std::string>& argv,
+                                 const std::filesystem::path& folder, ProcessOptions options);
 
 }  // namespace kcache::server

@@ -94,6 +94,21 @@ bool plain_query(std::string_view query) {
   return true;
 }
 
+// The value of the first header `name` (lower case) in a header block, trimmed; empty if none.
+std::string_view header_value(std::string_view headers, std::string_view name) {
+  for (std::size_t line = headers.find("\r\n"); line != std::string_view::npos && line + 2 < headers.size();) {
+    std::size_t next = headers.find("\r\n", line + 2);
+    std::string_view field = headers.substr(line + 2, next - line - 2);
+    line = next;
+    auto colon = field.find(':');
+    if (colon != std::string_view::npos && iequals(field.substr(0, colon), name)) return trimmed(field.substr(colon + 1));
+  }
+  return {};
+}
+
+// How to authenticate, on every 401 (RFC 9110, 11.6.1).
+constexpr const char* k_www_authenticate = "Bearer realm=\"kcached\"";
+
 const char* reason_phrase(int status) {
   switch (status) {
     case 200: return "OK";
@@ -102,6 +117,7 @@ const char* reason_phrase(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 413: return "Payload Too Large";
+    case 421: return "Misdirected Request";
     case 429: return "Too Many Requests";
     case 503: return "Service Unavailable";
     default: return "Internal Server Error";
@@ -163,10 +179,21 @@ const FastRoute* Router::fast_route(std::string_view path) const {
   return nullptr;
 }
 
+Router::Router() {
+  set_default_headers({{"X-Content-Type-Options", "nosniff"}});
+  set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 401 && !res.has_header("WWW-Authenticate")) res.set_header("WWW-Authenticate", k_www_authenticate);
+  });
+}
+
 std::string Router::head_of(const httplib::Response& res, bool close) const {
   std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " + reason_phrase(res.status) + "\r\n";
   for (const auto& [name, value] : res.headers) {
     if (!iequals(name, "connection") && !iequals(name, "keep-alive")) head += name + ": " + value + "\r\n";
+  }
+  if (!res.has_header("X-Content-Type-Options")) head += "X-Content-Type-Options: nosniff\r\n";
+  if (res.status == 401 && !res.has_header("WWW-Authenticate")) {
+    head += std::string("WWW-Authenticate: ") + k_www_authenticate + "\r\n";
   }
   if (!res.has_header("Content-Length")) head += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
   if (close) {
@@ -177,6 +204,28 @@ std::string Router::head_of(const httplib::Response& res, bool close) const {
   }
   head += "\r\n";
   return head;
+}
+
+std::string Router::host_refusal(std::string_view host) const {
+  if (m_hosts.empty()) return {};
+  // The name without its port: "[::1]:7879", "127.0.0.1:7879", "farm.example:7879".
+  std::string_view name = host;
+  if (name.starts_with('[')) {
+    name = name.substr(0, name.find(']') + 1);
+  } else if (auto colon = name.rfind(':'); colon != std::string_view::npos) {
+    name = name.substr(0, colon);
+  }
+  // A browser sends an address literal only where the page's URL names it: no rebinding.
+  bool literal = name.starts_with('[') || (!name.empty() && name.find_first_not_of("0123456789.") == std::string_view::npos);
+  if (literal || iequals(name, "localhost")) return {};
+  for (const std::string& allowed : m_hosts) {
+    if (iequals(name, allowed)) return {};
+  }
+  std::string names;
+  for (const std::string& allowed : m_hosts) names += (names.empty() ? "" : ", ") + allowed;
+  return "this listener answers no request for the host '" + std::string(host.substr(0, 200)) +
+         "': it serves its addresses, localhost and " + names +
+         " (--http-host adds a name; with --tokens-file, any name is served to a caller with a token)";
 }
 
 bool may_wait() { return !t_event_thread; }
@@ -240,6 +289,7 @@ Verdict judge_request(std::string_view in, std::size_t max_header_bytes) {
 
 std::string canned_answer(int status, const std::string& reason, const std::string& message) {
   return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+         "X-Content-Type-Options: nosniff\r\n" +
          "Content-Length: " + std::to_string(message.size() + 1) + "\r\nConnection: close\r\n\r\n" + message + "\n";
 }
 
@@ -250,6 +300,12 @@ Next answer_requests(Router& router, std::string& in, std::size_t& answered, con
     sink.start_answer();
     if (auto [status, message] = request_problem(std::string_view(in).substr(0, end)); status != 0) {
       std::string answer = canned_answer(status, "Payload Too Large", message);
+      sink.write(answer.data(), answer.size());
+      return Next::close;
+    }
+    if (std::string refusal = router.host_refusal(header_value(std::string_view(in).substr(0, end), "host"));
+        !refusal.empty()) {
+      std::string answer = canned_answer(421, "Misdirected Request", refusal);
       sink.write(answer.data(), answer.size());
       return Next::close;
     }

@@ -75,6 +75,9 @@ using FastRoute = std::function<bool(const PlainGet& req, const Endpoints& ends,
 // fast routes tried first.
 class Router final : public httplib::Server {
  public:
+  // Every answer says X-Content-Type-Options: nosniff, and every 401 how to authenticate
+  // (WWW-Authenticate: Bearer), whichever route wrote it.
+  Router();
   // Parses one request from `stream`, routes it and writes the answer. False when the
   // connection cannot go on; `close` is set when the request or `last` says to close it.
   bool answer(httplib::Stream& stream, bool last, bool& close) { return process_request(stream, last, close, {}); }
@@ -88,8 +91,16 @@ class Router final : public httplib::Server {
   // Connection: close when `close`; Content-Length is `res`'s or its body's length.
   std::string head_of(const httplib::Response& res, bool close) const;
 
+  // Answers only requests whose Host names one of `names` (without a port, any case), an IP
+  // address, or localhost; the others get 421. Empty (the default): any Host. Against DNS
+  // rebinding, where a listener takes requests without a token.
+  void allow_hosts(std::vector<std::string> names) { m_hosts = std::move(names); }
+  // Why a request whose Host header is `host` (empty: none) is not answered; empty when it is.
+  std::string host_refusal(std::string_view host) const;
+
  private:
   std::vector<std::pair<std::string, FastRoute>> m_fast;
+  std::vector<std::string> m_hosts;
 };
 
 // Where answers go: memory first on an event thread (sent from there without blocking), the

@@ -187,6 +187,7 @@ int worker_main(int argc, char** argv) {
   app.add_option("--cubin-assembler", config.cubin_assembler);
   app.add_option("--log-level", config.log_level);
   app.add_option("--memory-limit", config.memory_limit);
+  app.add_option("--jail", config.jail);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -214,8 +215,13 @@ int worker_main(int argc, char** argv) {
     return 1;
   }
   ToolRuns runs(tool_runs_of(setup));
-  Compiler compiler(detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler), ToolkitLibraries::load,
-                                     config.rocm_device_libs, &runs));
+  Toolchain toolchain = detect_toolchain(config.cuda_root, parse_assembler(config.cubin_assembler), ToolkitLibraries::load,
+                                         config.rocm_device_libs, &runs);
+  // Every tool this worker runs (steps, ptxas, nvlink, ld.lld) runs on a peer's bytes: jailed.
+  toolchain.jail = std::make_shared<const Jail>(
+      config.jail == "bwrap" ? Jail::bwrap(jail_policy(toolchain, k_asan ? 0 : config.memory_limit))
+                             : Jail::none("the daemon found no jail"));
+  Compiler compiler(std::move(toolchain));
   Hello hello;
   hello.set_fingerprint(to_hex(compiler.toolchain().fingerprint));
   hello.set_nvjitlink_version(compiler.toolchain().nvjitlink_version);
@@ -300,6 +306,7 @@ Expected<WorkerSet::Process> WorkerSet::spawn() {
                                     "--cubin-assembler",    m_config.cubin_assembler,
                                     "--log-level",          m_config.log_level,
                                     "--memory-limit",       std::to_string(m_config.memory_limit),
+                                    "--jail",               m_config.jail,
                                     "--rocm-device-libs",   m_config.rocm_device_libs.string()};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

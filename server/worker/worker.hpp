@@ -40,6 +40,7 @@ struct WorkerConfig {
   std::string log_level = "info";
   std::uint64_t memory_limit = 0;  // address space, bytes; 0: none
   std::vector<ToolRun> tool_runs;  // the daemon's detection's program runs (ToolRuns), for reuse
+  std::string jail = "none";       // "bwrap": the daemon's probe found the jail works (compile/jail.hpp)
 };
 
 // `kcached --worker ...`: serves jobs on fd 3 until the daemon closes it. Returns the exit code.

@@ -268,6 +268,9 @@ class StatusPage(unittest.TestCase):
             self.assertEqual(shown.get(name), str(self.stats[name]), name)
         self.assertEqual(shown["hit_ratio"], f"{100 * self.stats['hit_ratio']:.2f} %")
         self.assertIn('data-status="health">ok<', dom)
+        # Which jail the tools run on peers' bytes run in (bwrap where user namespaces are allowed).
+        jail = self.chromium.evaluate(session, "document.getElementById('jail').textContent")
+        self.assertRegex(jail, r"^(bwrap|none \(.+\))$")
         # The newest compiles and errors: both keys, the kernels, the diagnostics.
         compiles = self.chromium.evaluate(session, "document.getElementById('compiles').innerText")
         for answer in (self.saxpy, self.reduce):

@@ -40,7 +40,9 @@ TEST_F(FetchOrCompile, RidesOutADaemonStoppedAndRestartedMidway) {
   std::thread load([&] { result = m_client->fetch_or_compile(device_request(read_test_data("kernels/saxpy.ll"), {}), "sm_80"); });
   // The client is now retrying against a closed port; bring the daemon back on the same one.
   while (m_client->retries() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", {}, address);
+  // Only the gRPC port is its own again: the HTTP port after it may have become another
+  // connection's ephemeral port meanwhile (seen under ctest -j2).
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", {"--http-listen", "off"}, address);
   load.join();
   ASSERT_TRUE(result) << result.error().message;
   EXPECT_EQ(result->image.arch(), "sm_80");
@@ -56,7 +58,9 @@ TEST_F(FetchOrCompile, ACompileRidesOutADaemonStoppedAndRestartedToo) {
   Expected<v1::CompileResponse> result = make_error(ErrorCode::k_unknown, "not run");
   std::thread load([&] { result = m_client->compile(device_request(read_test_data("kernels/saxpy.ll"), {"sm_80"})); });
   while (m_client->retries() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", {}, address);
+  // Only the gRPC port is its own again: the HTTP port after it may have become another
+  // connection's ephemeral port meanwhile (seen under ctest -j2).
+  m_daemon = DaemonProcess::start(db(), m_dir.path() / "kcached.log", {"--http-listen", "off"}, address);
   load.join();
   ASSERT_TRUE(result) << result.error().message;
   ASSERT_EQ(result->images_size(), 1);

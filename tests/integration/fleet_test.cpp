@@ -39,16 +39,6 @@ v1::CompileRequest numbered_job(int n, const std::string& arch = "sm_80") {
   return r;
 }
 
-// Waits for `condition`, polling; false when `timeout` passes first.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  for (auto pause = 2ms; std::chrono::steady_clock::now() < until; pause = std::min(pause * 2, 100ms)) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(pause);
-  }
-  return condition();
-}
-
 // A process's resident memory now (VmRSS), in bytes; 0 when it cannot be read.
 std::uint64_t resident(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");

@@ -166,6 +166,48 @@ TEST_F(HttpApi, ExplainsEachBadRequestAndKeepsServing) {
   EXPECT_TRUE(still.out.starts_with("hit  ")) << still.out;
 }
 
+// Without tokens, a page in a browser could reach the listener through a name it controls that
+// resolves to this machine (DNS rebinding): a request for a name other than an address, localhost
+// or the machine's own is refused with 421, before any route runs. Every answer says nosniff.
+TEST_F(HttpApi, ARequestForAnotherHostNameIsRefusedWithoutTokens) {
+  httplib::Client http("127.0.0.1", http_port());
+  for (const char* host : {"rebound.example", "rebound.example:7879", "localhost.rebound.example"}) {
+    for (const char* path : {"/v1/fingerprint", "/", "/v1/status"}) {
+      auto res = http.Get(path, httplib::Headers{{"Host", host}});
+      ASSERT_TRUE(res) << host << path;
+      EXPECT_EQ(res->status, 421) << host << path;
+      EXPECT_NE(res->body.find("--http-host"), std::string::npos) << res->body;
+      EXPECT_EQ(res->get_header_value("X-Content-Type-Options"), "nosniff");
+    }
+  }
+  for (std::string host : {std::string("127.0.0.1"), "localhost:" + std::to_string(http_port()), std::string("[::1]:80"),
+                           std::string("LOCALHOST")}) {
+    auto res = http.Get("/v1/fingerprint", httplib::Headers{{"Host", host}});
+    ASSERT_TRUE(res) << host;
+    EXPECT_EQ(res->status, 200) << host;
+    EXPECT_EQ(res->get_header_value("X-Content-Type-Options"), "nosniff") << host;
+  }
+  auto missing = http.Get("/v1/device/" + std::string(64, '0') + "/sm_90/ptx");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(missing->get_header_value("X-Content-Type-Options"), "nosniff");
+}
+
+class NamedHttpApi : public HttpApi {
+ protected:
+  std::vector<std::string> daemon_args() const override { return {"--http-host", "farm.example"}; }
+};
+
+TEST_F(NamedHttpApi, ANameGivenWithHttpHostIsServed) {
+  httplib::Client http("127.0.0.1", http_port());
+  auto named = http.Get("/v1/fingerprint", httplib::Headers{{"Host", "farm.example:7879"}});
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->status, 200);
+  auto other = http.Get("/v1/fingerprint", httplib::Headers{{"Host", "other.example"}});
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 421);
+}
+
 // A build runs many compiles at once: 32 concurrent cached compiles (more than cpp-httplib's
 // default pool of connection threads) all come back as hits over HTTP.
 TEST_F(HttpApi, ManyConcurrentCachedCompilesAreAllServed) {

@@ -71,6 +71,11 @@ TEST_F(Metrics, TheEndpointCountsRequestsOutcomesAndCompileTimes) {
   EXPECT_EQ(m["kcache_compile_duration_seconds_bucket{le=\"+Inf\"}"], 2);
   EXPECT_GT(m["kcache_compile_duration_seconds_sum"], 0);
   EXPECT_EQ(m.count("kcache_queued_jobs"), 1u);
+  // How tools run on peers' bytes, as GetStats says it (bwrap where this machine allows it).
+  auto daemon_stats = m_client->stats();
+  ASSERT_TRUE(daemon_stats);
+  EXPECT_EQ(m["kcache_jail_info{mode=\"" + daemon_stats->jail() + "\",steps_unjailed=\"false\"}"], 1)
+      << daemon_stats->jail_reason();
   EXPECT_GT(m["kcache_bytes"], 0);
   EXPECT_EQ(m["kcache_entries"], 1);
   EXPECT_EQ(m.count("kcache_evictions_total"), 1u);

@@ -306,11 +306,12 @@ class Tokens : public DaemonTest {
   static constexpr const char* k_read = "read-token-0123456789abcdef";
   static constexpr const char* k_compile = "compile-token-0123456789abcdef";
   static constexpr const char* k_admin = "admin-token-0123456789abcdef";
+  static constexpr const char* k_publish = "publish-token-0123456789abcdef";
 
   void SetUp() override {
     write_file(m_dir.path() / "tokens",
                std::string("# name role token\nreader read ") + k_read + "\nbuilder compile " + k_compile +
-                   "\nops admin " + k_admin + "\n");
+                   "\nops admin " + k_admin + "\nci publish " + k_publish + "\n");
     DaemonTest::SetUp();
   }
   std::vector<std::string> daemon_args() const override {
@@ -470,6 +471,66 @@ TEST_F(Tokens, EachRoleMayMakeItsCallsAndNoOthers) {
   EXPECT_EQ(health_cli.out, "SERVING\n");
   CommandResult down = run_cli({"health"}, "127.0.0.1:1");
   EXPECT_EQ(down.exit_code, 5) << down.err;
+}
+
+// The planted object: a compile client replays the whole-compile look-up another machine's build
+// sends (inputs as digests only) with an object of its own. Only daemons and publish clients write
+// what other machines link: the offer is PERMISSION_DENIED, the victim's look-up stays a miss, and
+// a publish client's (or an admin's) offer is kept and served.
+TEST_F(Tokens, OnlyAPublishClientWritesWhatOtherMachinesLink) {
+  auto whole = [] {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_NVCC);
+    r.set_tool_digest(std::string(64, 'a'));
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("plan");
+    in->set_sha256(std::string(64, 'c'));
+    r.add_outputs("object");
+    return r;
+  };
+  v1::StepRequest planted = whole();
+  planted.mutable_offered()->set_content(host_object_with_llc("define i32 @f() {\n  ret i32 666\n}\n"));
+  auto refused = as(k_compile).step(planted);
+  ASSERT_FALSE(refused) << "a compile client's object was kept";
+  EXPECT_EQ(refused.error().code, ErrorCode::k_permission_denied) << refused.error().message;
+  auto victim = as(k_compile).step(whole());
+  ASSERT_TRUE(victim) << victim.error().message;
+  EXPECT_EQ(victim->outcome(), v1::OUTCOME_MISS);
+  EXPECT_EQ(victim->outputs_size(), 0);
+
+  const std::string object = host_object_with_llc("define i32 @f() {\n  ret i32 7\n}\n");
+  v1::StepRequest published = whole();
+  published.mutable_offered()->set_content(object);
+  auto kept = as(k_publish).step(published);
+  ASSERT_TRUE(kept) << kept.error().message;
+  auto found = as(k_compile).step(whole());
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->outcome(), v1::OUTCOME_HIT);
+  ASSERT_EQ(found->outputs_size(), 1);
+  EXPECT_TRUE(found->outputs(0).content() == object);
+  v1::StepRequest by_admin = whole();
+  by_admin.mutable_inputs(0)->set_sha256(std::string(64, 'd'));
+  by_admin.mutable_offered()->set_content(object);
+  EXPECT_TRUE(as(k_admin).step(by_admin)) << "admin includes publish";
+}
+
+// Over HTTP: every answer says nosniff, every 401 how to authenticate; with tokens, a request for
+// any host name is answered (the token protects it), where without them it would be refused.
+TEST_F(Tokens, HttpRefusalsSayHowToAuthenticate) {
+  auto caps = as(k_read).capabilities(true);
+  ASSERT_TRUE(caps) << caps.error().message;
+  httplib::Client http("127.0.0.1", static_cast<int>(caps->http_port()));
+  for (const char* path : {"/v1/fingerprint", "/", "/v1/status"}) {
+    auto res = http.Get(path, httplib::Headers{{"Host", "rebound.example"}});
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 401) << path;
+    EXPECT_EQ(res->get_header_value("WWW-Authenticate"), "Bearer realm=\"kcached\"") << path;
+    EXPECT_EQ(res->get_header_value("X-Content-Type-Options"), "nosniff") << path;
+  }
+  auto ok = http.Get("/v1/fingerprint", httplib::Headers{{"Authorization", std::string("Bearer ") + k_read}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->get_header_value("X-Content-Type-Options"), "nosniff");
 }
 
 // Anyone who may write the tokens file could give themselves the admin role: kcached refuses it.

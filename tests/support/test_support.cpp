@@ -305,4 +305,14 @@ std::filesystem::path ptxas_path() {
   return std::filesystem::exists(p) ? p : std::filesystem::path();
 }
 
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  using namespace std::chrono_literals;
+  auto until = std::chrono::steady_clock::now() + timeout;
+  for (auto pause = 2ms; std::chrono::steady_clock::now() < until; pause = std::min(pause * 2, 100ms)) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(pause);
+  }
+  return condition();
+}
+
 }  // namespace kcache::test

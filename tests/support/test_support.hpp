@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -117,6 +118,10 @@ BoundedRun run_cli_bounded(const std::vector<std::string>& args, const std::stri
 
 // Runs any program (absolute path) with args.
 CommandResult run_program(const std::vector<std::string>& argv);
+
+// Waits for `condition`, polling (2 ms, doubling to 100 ms); false when `timeout` passes first.
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
 // Files under tests/data.
 std::string read_test_data(const std::string& name);

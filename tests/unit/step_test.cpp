@@ -59,6 +59,10 @@ TEST(Steps, AnythingThatCouldReachOutsideTheStepsFolderIsRefused) {
       {"a NUL", [](StepSpec& s) { s.args.push_back(std::string("-O3\0x", 5)); }, "NUL"},
       {"too many arguments", [](StepSpec& s) { s.args.resize(k_max_step_args + 1, "-m64"); }, "at most"},
       {"no input", [](StepSpec& s) { s.inputs.clear(); }, "inputs"},
+      {"a response file as a value", [](StepSpec& s) { s.args[6] = "@/etc/kcache/tokens"; }, "starts with '@'"},
+      {"a virtual arch that is not one", [](StepSpec& s) { s.args[11] = "sm_80"; }, "is not a virtual arch"},
+      {"a register count that is not one", [](StepSpec& s) { s.args.insert(s.args.end(), {"-maxreg", "@x"}); },
+       "starts with '@'"},
   };
   for (const Case& c : cases) {
     StepSpec s = cicc_step();
@@ -127,6 +131,18 @@ TEST(Steps, ClangRunsOnlyItsDeviceCompileOfPreprocessedSource) {
       {"a host compile", replace("-fcuda-is-device", "-fno-rtti"), "clang -cc1 -triple nvptx64"},
       {"not cc1", [](StepSpec& s) { s.args.erase(s.args.begin()); }, "clang -cc1 -triple nvptx64"},
       {"another target", replace("nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa"), "clang -cc1 -triple nvptx64"},
+      // clang expands @FILE in option values too: no argument may start with '@'.
+      {"a response file as -target-cpu", replace("sm_80", "@/etc/kcache/tokens"), "starts with '@'"},
+      {"a response file as -main-file-name", replace("saxpy.cu", "@rsp"), "starts with '@'"},
+      {"a response file as -ferror-limit", replace("19", "@rsp"), "starts with '@'"},
+      {"a second -triple", [](StepSpec& s) { s.args.insert(s.args.begin() + 1, {"-triple", "nvptx64-nvidia-cuda"}); },
+       "is given twice"},
+      {"a host CPU as -target-cpu", replace("sm_80", "x86-64"), "is not an SM arch"},
+      {"words after a limit", replace("19", "19 -o /tmp/x"), "is not a number"},
+      {"a path as the main file", replace("saxpy.cu", "/etc/passwd"), "is not a plain file name"},
+      {"an odd relocation model", replace("static", "-load"), "is not a relocation model"},
+      {"a feature that is no word", replace("+ptx88", "ptx88 -load"), "is not a target feature"},
+      {"an aux triple with a path", replace("x86_64-pc-linux-gnu", "../x"), "is not a target triple"},
   };
   for (const Case& c : cases) {
     StepSpec s = clang_step();
@@ -178,6 +194,12 @@ TEST(Steps, APreprocessedInputThatWouldReadAFileIsRefused) {
       {"a _Pragma", "_Pragma(\"GCC dependency \\\"/etc/shadow\\\"\") int x;\n", "_Pragma names a file"},
       {"a module pragma", "#pragma clang module import x\n", "#pragma names a file"},
       {"a trigraph", "??=include \"/etc/shadow\"\n", "trigraph"},
+      // Where clang and cicc see a line start that a split on LF does not.
+      {"a lone CR", "int x;\r#include \"/etc/shadow\"\n", "line 1: it holds a CR that does not end a line"},
+      {"a NUL before #", std::string("int x;\n\0#include \"/etc/shadow\"\n", 31), "line 2: it holds a NUL byte"},
+      {"U+00A0 before #", "int x;\n\xc2\xa0#include \"/etc/shadow\"\n", "line 2: a non-ASCII byte comes before its '#'"},
+      {"U+3000 before #", "\xe3\x80\x80 #embed \"/etc/shadow\"\n", "line 1: a non-ASCII byte comes before its '#'"},
+      {"a backslash-CR splice", "int x; /\\\r* */ #include \"/etc/shadow\"\n", "CR that does not end a line"},
   };
   for (const Case& c : cases) {
     for (StepTool tool : {StepTool::cicc, StepTool::clang}) {
@@ -188,6 +210,10 @@ TEST(Steps, APreprocessedInputThatWouldReadAFileIsRefused) {
     }
   }
   EXPECT_TRUE(check_step_input(StepTool::ptxas, "f0.ptx", "#include \"x\"\n")) << "ptxas reads no file from PTX";
+  // CRLF line ends and non-ASCII text elsewhere are what real preprocessed files hold.
+  for (StepTool tool : {StepTool::cicc, StepTool::clang}) {
+    EXPECT_TRUE(check_step_input(tool, "f0.ii", "# 1 \"k.cu\"\r\nconst char* s = \"\xc3\xa9#\";\r\n"));
+  }
   StepSpec trigraphs = clang_step();
   trigraphs.args.push_back("-ftrigraphs");
   EXPECT_FALSE(check_step(trigraphs));

@@ -42,6 +42,7 @@ struct StepAsk {
   std::string_view offered_stderr;          // and what that compile printed
   std::string_view offered_stdout;
   std::size_t input_bytes = 0;              // inputs and offered object: what --max-module-size bounds
+  std::string client;                       // who asked, for the log: a token's name, or the peer
 };
 
 // A fetch: the image of a key that a device runs best, by CUDA's (or ROCm's) rules.

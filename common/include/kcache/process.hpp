@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kcache/expected.hpp"
@@ -33,6 +34,11 @@ struct ProcessOptions {
   // The child is killed (and the run fails with DEADLINE_EXCEEDED) when it is still running then.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::size_t max_output = 64ULL << 20;  // captured bytes kept, each stream; the rest is read and dropped
+  // Past max_output the child is killed and the run fails with RESOURCE_EXHAUSTED, rather than
+  // read to its end (a tool made to print without end).
+  bool kill_past_max_output = false;
+  // Descriptors the child inherits: (the caller's fd, its number in the child), close-on-exec or not.
+  std::vector<std::pair<int, int>> inherit_fds;
 };
 
 // Runs argv[0] with argv; fails when the program cannot be started, or with DEADLINE_EXCEEDED
