@@ -327,7 +327,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::start(const Config& config) {
       // Without tokens, any page a browser opens could ask a name that resolves here (DNS rebinding).
       if (!d->m_auth->enabled()) server.allow_hosts(served_host_names(config));
       add_http_api_routes(server, *d->m_cache, *d->m_auth, *d->m_calls, *d->m_metrics);
-      d->m_status->add_routes(server, *d->m_auth, *d->m_metrics);
+      d->m_status->add_routes(server, *d->m_auth, *d->m_metrics, http_tls.enabled());
     });
     if (!http) return http.error();
     d->m_http = std::move(*http);

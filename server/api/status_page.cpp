@@ -309,10 +309,12 @@ void refuse_page(httplib::Response& res, const Error& e) {
           std::to_string(res.status) + ": " + escape(e.message) +
           "</h1>"
           "<p>This page needs a token with the read role: send <code>Authorization: Bearer TOKEN</code>, "
-          "or set the cookie <code>" +
-          std::string(http_api::k_token_cookie) +
-          "=TOKEN</code> for this "
-          "address (docs/operations.md, \"The status page\").</p></body></html>\n",
+          "or enter it here, and kcached keeps it in an HttpOnly cookie for this address "
+          "(docs/operations.md, \"The status page\").</p>"
+          "<form method=\"get\" action=\"" +
+          std::string(http_api::k_session_path) +
+          "\"><input type=\"password\" name=\"token\" autocomplete=\"off\" aria-label=\"token\"> "
+          "<button type=\"submit\">Open</button></form></body></html>\n",
       "text/html; charset=utf-8");
 }
 
@@ -574,7 +576,7 @@ std::vector<StatusSample> StatusPage::history() const {
   return out;
 }
 
-void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& metrics) {
+void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& metrics, bool tls) {
   // Each route renders on a pool thread (the snapshot takes the store's and the service's locks,
   // and an entry is read from RocksDB), after the token check. A caller without a token is refused
   // on the event thread, so a flood of them holds no pool thread. `deferred`: the request goes on
@@ -586,6 +588,24 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     metrics.count_request("kcache.http", method, ok ? 0 : wire::to_status(ok.error()).error_code());
     return ok;
   };
+
+  // The token as a cookie only the daemon sets: HttpOnly (no script reads it), SameSite=Strict,
+  // Secure over TLS. A wrong token is refused as the page would be, and sets nothing.
+  router.Get(std::string(http_api::k_session_path), [&auth, &metrics, tls](const httplib::Request& req, httplib::Response& res) {
+    const std::string token = req.get_param_value("token");
+    auto ok = auth.check("Bearer " + token, req.remote_addr, Role::read, "Session");
+    metrics.count_request("kcache.http", "Session", ok ? 0 : wire::to_status(ok.error()).error_code());
+    no_store(res);
+    res.set_header("Referrer-Policy", "no-referrer");
+    if (!ok) return refuse_page(res, ok.error());
+    if (token.empty() || token.find_first_of(";, \t\r\n\"\\") != std::string::npos) {
+      return refuse_page(res, make_error(ErrorCode::k_invalid_argument, "a token cannot be a cookie's value"));
+    }
+    res.status = 303;
+    res.set_header("Location", "/");
+    res.set_header("Set-Cookie", std::string(http_api::k_token_cookie) + "=" + token +
+                                     "; Path=/; HttpOnly; SameSite=Strict" + (tls ? "; Secure" : ""));
+  });
 
   router.Get(std::string(http_api::k_status_path),
              [this, allowed](const httplib::Request& req, httplib::Response& res) {

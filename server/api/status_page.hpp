@@ -61,8 +61,9 @@ class StatusPage {
   StatusPage(const StatusPage&) = delete;
   StatusPage& operator=(const StatusPage&) = delete;
 
-  // The routes above, for callers `auth` lets read; each counted in `metrics`.
-  void add_routes(Router& router, const Authenticator& auth, Metrics& metrics);
+  // The routes above, for callers `auth` lets read; each counted in `metrics`; and /v1/session,
+  // which sets the token cookie (Secure where the listener is `tls`).
+  void add_routes(Router& router, const Authenticator& auth, Metrics& metrics, bool tls);
 
   // The samples kept, oldest first, then the interval in progress.
   std::vector<StatusSample> history() const;

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,9 @@ struct Link {
   std::unique_ptr<GrpcCallWatcher> calls;  // where the gate watches message sizes
   std::uint32_t last_stream = 0;
   double tokens = 0;
+  bool probation = false;             // admitted while its address was penalized: an eighth of the budget
+  std::uint64_t header_block = 0;     // bytes of the header block being received
+  bool in_header_block = false;       // a HEADERS without END_HEADERS, CONTINUATIONs to come
   Clock::time_point refilled, accepted, deadline;
   std::string ip;
   int port = 0;
@@ -133,7 +137,7 @@ std::string grpc_style_address(const std::string& ip, int port) {
 
 // Whether a frame makes the server work without carrying a request.
 bool carries_no_request(const H2Frame& f) {
-  if (f.is(H2Type::rst_stream) || f.is(H2Type::priority)) return true;
+  if (f.is(H2Type::rst_stream) || f.is(H2Type::priority) || f.is(H2Type::continuation)) return true;
   if (f.is(H2Type::ping) || f.is(H2Type::settings)) return (f.flags & k_h2_flag_ack) == 0;
   if (f.is(H2Type::data)) return f.length == 0 && (f.flags & k_h2_flag_end_stream) == 0;
   return false;
@@ -186,7 +190,8 @@ class GrpcGate::Impl {
   void loop();
   void accept_all();
   bool make_room();  // evicts the oldest link still in its handshake
-  void admit(int fd, const std::string& ip, int port);
+  void admit(int fd, const std::string& ip, int port, bool probation = false);
+  void admit_held();  // the connections held for a penalized address whose turn has come
   void pump(Link& l);
   bool read_client(Link& l);    // false: the link is gone
   bool read_upstream(Link& l);  // false: the link is closing or gone
@@ -202,7 +207,19 @@ class GrpcGate::Impl {
   void note_drained();
   void note_replies_out();
   void tell_waiters(bool& condition);  // sets a waiter's condition (m_drain_mutex) and wakes them
-  bool penalized(const std::string& ip, Clock::time_point now);
+  // The penalty of a cut address, while it lasts; null otherwise.
+  struct Penalty {
+    Clock::time_point until;
+    Clock::time_point next_admit;  // its next new connection is admitted then, not before
+    std::size_t held = 0;          // connections waiting for their turn
+    std::size_t cuts = 0;          // connections cut while it lasted (logged when it ends)
+  };
+  Penalty* penalty_of(const std::string& ip, Clock::time_point now);
+  struct Held {
+    int fd;
+    std::string ip;
+    int port;
+  };
 
   PeerCounts m_peers;
   Accepter m_accepter;
@@ -213,7 +230,8 @@ class GrpcGate::Impl {
   std::thread m_thread;
   std::uint64_t m_next_id = 1;
   std::unordered_map<std::uint64_t, std::unique_ptr<Link>> m_links;  // the event thread's alone
-  std::map<std::string, Clock::time_point> m_penalized;             // peer address: refused until
+  std::map<std::string, Penalty> m_penalized;                       // peer address: its penalty
+  std::deque<Held> m_held;                                           // accepted, waiting for their turn
   std::vector<std::uint64_t> m_closed;                               // links closed in this round
 };
 
@@ -251,6 +269,8 @@ void GrpcGate::Impl::stop() {
   if (!m_stopping.exchange(true) && m_wake_fd >= 0) wake();
   if (m_thread.joinable()) m_thread.join();
   m_links.clear();
+  for (Held& h : m_held) ::close(h.fd);
+  m_held.clear();
   for (int* fd : {&m_listen_fd, &m_epoll_fd, &m_wake_fd}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
@@ -336,12 +356,34 @@ void GrpcGate::Impl::tell_waiters(bool& condition) {
   m_drain_done.notify_all();
 }
 
-bool GrpcGate::Impl::penalized(const std::string& ip, Clock::time_point now) {
+GrpcGate::Impl::Penalty* GrpcGate::Impl::penalty_of(const std::string& ip, Clock::time_point now) {
   auto it = m_penalized.find(ip);
-  if (it == m_penalized.end()) return false;
-  if (it->second > now) return true;
+  if (it == m_penalized.end()) return nullptr;
+  if (it->second.until > now || it->second.held > 0) return &it->second;
+  if (it->second.cuts > 1) {
+    spdlog::info("{}: {} admitted at full pace again; {} of its connections were cut meanwhile", m_what, ip,
+                 it->second.cuts);
+  }
   m_penalized.erase(it);
-  return false;
+  return nullptr;
+}
+
+void GrpcGate::Impl::admit_held() {
+  auto now = Clock::now();
+  std::deque<Held> waiting;
+  for (Held& h : m_held) {
+    Penalty* p = penalty_of(h.ip, now);
+    if (p != nullptr && p->next_admit > now) {
+      waiting.push_back(std::move(h));
+      continue;
+    }
+    if (p != nullptr) {
+      --p->held;
+      p->next_admit = now + m_limits.admit_spacing;
+    }
+    admit(h.fd, h.ip, h.port, /*probation=*/p != nullptr);
+  }
+  m_held = std::move(waiting);
 }
 
 void GrpcGate::Impl::accept_all() {
@@ -357,11 +399,6 @@ void GrpcGate::Impl::accept_all() {
       m_refusals.refused(why);
       ::close(fd);
     };
-    if (penalized(ip, Clock::now())) {
-      // Its cut was logged; its retries are not.
-      ::close(fd);
-      continue;
-    }
     if (m_links.size() - m_closed.size() >= m_limits.max_connections && !make_room()) {
       refuse("all " + std::to_string(m_limits.max_connections) + " connections are in use");
       continue;
@@ -379,6 +416,18 @@ void GrpcGate::Impl::accept_all() {
       continue;
     }
     m_refusals.admitted();
+    auto now = Clock::now();
+    if (Penalty* p = penalty_of(ip, now)) {
+      // Slowed, not refused: one new connection per admit_spacing, the rest waiting their turn.
+      if (p->held > 0 || p->next_admit > now) {
+        ++p->held;
+        m_held.push_back({fd, ip, port});
+        continue;
+      }
+      p->next_admit = now + m_limits.admit_spacing;
+      admit(fd, ip, port, /*probation=*/true);
+      continue;
+    }
     admit(fd, ip, port);
   }
 }
@@ -394,7 +443,7 @@ bool GrpcGate::Impl::make_room() {
   return true;
 }
 
-void GrpcGate::Impl::admit(int fd, const std::string& ip, int port) {
+void GrpcGate::Impl::admit(int fd, const std::string& ip, int port, bool probation) {
   auto link = std::make_unique<Link>();
   Link& l = *link;
   l.id = m_next_id++;
@@ -403,7 +452,8 @@ void GrpcGate::Impl::admit(int fd, const std::string& ip, int port) {
   l.port = port;
   l.accepted = Clock::now();
   l.deadline = l.accepted + m_limits.handshake_time;
-  l.tokens = m_limits.frame_burst;
+  l.probation = probation;
+  l.tokens = probation ? m_limits.frame_burst / 8 : m_limits.frame_burst;
   l.refilled = l.accepted;
   if (m_limits.max_message_bytes > 0 && m_limits.oversized_message) l.calls = std::make_unique<GrpcCallWatcher>();
   int one = 1;
@@ -494,7 +544,7 @@ bool GrpcGate::Impl::read_client(Link& l) {
 }
 
 bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
-  bool cut_now = false;
+  bool cut_now = false, too_big = false;
   auto on_payload = [&](const H2Frame& f, std::string_view piece) {
     if (!l.calls) return;
     auto declared = l.calls->payload(f, piece);
@@ -504,6 +554,17 @@ bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
     if (l.calls) l.calls->frame(f);
     if (f.is(H2Type::headers) && f.stream > l.last_stream) l.last_stream = f.stream;
     if (f.is(H2Type::rst_stream)) l.replying.erase(f.stream);  // the client gave up on the reply
+    if (f.is(H2Type::headers) || f.is(H2Type::push_promise)) {
+      l.header_block = f.length;
+      l.in_header_block = (f.flags & k_h2_flag_end_headers) == 0;
+    } else if (f.is(H2Type::continuation)) {
+      l.header_block += f.length;
+      l.in_header_block = (f.flags & k_h2_flag_end_headers) == 0;
+    }
+    if ((f.is(H2Type::headers) || f.is(H2Type::continuation)) && l.header_block > m_limits.max_header_block) {
+      too_big = true;
+      return false;
+    }
     if (!l.h2_ready) {
       // RFC 9113 §3.4: the preface's SETTINGS frame comes first.
       if (!f.is(H2Type::settings)) return false;
@@ -511,8 +572,9 @@ bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
     }
     if (!carries_no_request(f)) return true;
     auto now = Clock::now();
-    l.tokens = std::min(m_limits.frame_burst,
-                        l.tokens + std::chrono::duration<double>(now - l.refilled).count() * m_limits.frame_rate);
+    const double share = l.probation ? 1.0 / 8 : 1.0;
+    l.tokens = std::min(m_limits.frame_burst * share,
+                        l.tokens + std::chrono::duration<double>(now - l.refilled).count() * m_limits.frame_rate * share);
     l.refilled = now;
     if (l.tokens < 1) {
       cut_now = true;
@@ -521,6 +583,11 @@ bool GrpcGate::Impl::inspect(Link& l, std::string_view bytes) {
     l.tokens -= 1;
     return true;
   }, on_payload);
+  if (too_big) {
+    cut(l, "a request's header block passed " + std::to_string(m_limits.max_header_block) +
+               " bytes (HTTP/2 CONTINUATION flood?)");
+    return false;
+  }
   if (cut_now) {
     cut(l, "it sent frames that carry no request (stream resets, pings, settings) faster than " +
                std::to_string(static_cast<int>(m_limits.frame_rate)) + " a second after a burst of " +
@@ -616,10 +683,19 @@ bool GrpcGate::Impl::write_client(Link& l) {
 
 void GrpcGate::Impl::cut(Link& l, const std::string& why) {
   auto now = Clock::now();
-  if (m_penalized.size() >= k_max_penalized) m_penalized.erase(m_penalized.begin());
-  m_penalized[l.ip] = now + m_limits.penalty;
-  spdlog::warn("{}: cut {}: {}; refusing {} for {} s", m_what, grpc_style_address(l.ip, l.port), why, l.ip,
-               std::chrono::duration_cast<std::chrono::seconds>(m_limits.penalty).count());
+  Penalty* p = penalty_of(l.ip, now);
+  if (p == nullptr) {
+    if (m_penalized.size() >= k_max_penalized) {
+      auto idle = std::ranges::find_if(m_penalized, [](const auto& e) { return e.second.held == 0; });
+      if (idle != m_penalized.end()) m_penalized.erase(idle);
+    }
+    p = &m_penalized[l.ip];
+    // Logged once while the penalty lasts, not per cut: the end says how many followed.
+    spdlog::warn("{}: cut {}: {}; slowing new connections from {} for {} s", m_what, grpc_style_address(l.ip, l.port),
+                 why, l.ip, std::chrono::duration_cast<std::chrono::seconds>(m_limits.penalty).count());
+  }
+  p->until = now + m_limits.penalty;
+  ++p->cuts;
   // The server's bytes up to its last whole frame still go out, then GOAWAY, unless a frame has
   // gone out in part already (then the connection just closes).
   std::uint64_t queued_from = l.from_server.offset() - l.to_client.size();
@@ -714,6 +790,7 @@ void GrpcGate::Impl::close(Link& l) {
 }
 
 void GrpcGate::Impl::sweep() {
+  admit_held();
   auto now = Clock::now();
   for (auto& [id, link] : m_links) {
     Link& l = *link;

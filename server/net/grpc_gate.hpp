@@ -50,7 +50,15 @@ struct GateLimits {
   // calls' at once when it gives up); the rapid-reset flood sent 45,000 a second.
   double frame_burst = 256;
   double frame_rate = 100;
-  std::chrono::milliseconds penalty{10000};  // a cut peer address is refused this long
+  // A connection that passes frame_burst, or a header block past max_header_block, is cut (GOAWAY).
+  // For `penalty` after, its address's new connections are slowed, not refused: admitted one
+  // per admit_spacing (the rest wait, unread, within the per-peer cap) and on probation (an
+  // eighth of the frame budget). So its other clients keep working while a flood costs it.
+  std::chrono::milliseconds penalty{10000};
+  std::chrono::milliseconds admit_spacing{100};
+  // One request's header block (HEADERS and its CONTINUATIONs): gRPC's own default is 8 KiB of
+  // metadata; a CONTINUATION flood sent 281 MB of one.
+  std::size_t max_header_block = 64 << 10;
   std::size_t buffer_bytes = 256 << 10;      // per direction and connection, not yet taken
   int backlog = 4096;
   // gRPC's limit on a request message (0: not watched). A call whose first message declares more

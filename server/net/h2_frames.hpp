@@ -20,12 +20,15 @@ enum class H2Type : std::uint8_t {
   priority = 0x2,
   rst_stream = 0x3,
   settings = 0x4,
+  push_promise = 0x5,
   ping = 0x6,
   goaway = 0x7,
+  continuation = 0x9,
 };
 
 inline constexpr std::uint8_t k_h2_flag_ack = 0x1;         // SETTINGS, PING
 inline constexpr std::uint8_t k_h2_flag_end_stream = 0x1;  // DATA, HEADERS
+inline constexpr std::uint8_t k_h2_flag_end_headers = 0x4;  // HEADERS, PUSH_PROMISE, CONTINUATION
 inline constexpr std::uint32_t k_h2_enhance_your_calm = 0xb;
 inline constexpr std::string_view k_h2_client_preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 

@@ -310,6 +310,24 @@ class StatusPage(unittest.TestCase):
         self.assertEqual(self.chromium.evaluate(session, "document.querySelector('[data-stat=hits]').textContent"),
                          str(self.stats["hits"]))
 
+    def test_the_refusal_page_trades_a_token_for_an_httponly_cookie(self):
+        context, session = self.chromium.new_page()
+        self.chromium.load(session, self.daemon.base + "/")
+        self.chromium.evaluate(session, "document.querySelector('input[name=token]').value = " + json.dumps(READ_TOKEN)
+                               + "; document.querySelector('form').submit(); true")
+        deadline = time.monotonic() + 20
+        while True:  # the form's navigation, then the redirect to the page
+            try:
+                if self.chromium.evaluate(session, "document.querySelector('[data-stat=hits]') !== null"):
+                    break
+            except RuntimeError:
+                pass
+            self.assertLess(time.monotonic(), deadline, "the page did not open with the cookie")
+            time.sleep(0.1)
+        self.assertEqual(self.chromium.evaluate(session, "document.querySelector('[data-stat=hits]').textContent"),
+                         str(self.stats["hits"]))
+        self.assertEqual(self.chromium.evaluate(session, "document.cookie"), "", "HttpOnly: no script reads it")
+
     def test_without_a_token_there_is_only_a_refusal(self):
         context, session = self.chromium.new_page()
         self.chromium.load(session, self.daemon.base + "/")

@@ -531,6 +531,21 @@ TEST_F(Tokens, HttpRefusalsSayHowToAuthenticate) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(ok->get_header_value("X-Content-Type-Options"), "nosniff");
+
+  // The token cookie is the daemon's to set, HttpOnly: a wrong token gets the refusal and no cookie.
+  auto wrong = http.Get("/v1/session?token=not-a-token");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_FALSE(wrong->has_header("Set-Cookie"));
+  auto session = http.Get(std::string("/v1/session?token=") + k_read);
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->status, 303);
+  EXPECT_EQ(session->get_header_value("Location"), "/");
+  EXPECT_EQ(session->get_header_value("Set-Cookie"),
+            std::string("kcache_token=") + k_read + "; Path=/; HttpOnly; SameSite=Strict");
+  auto page = http.Get("/", httplib::Headers{{"Cookie", std::string("kcache_token=") + k_read}});
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
 }
 
 // Anyone who may write the tokens file could give themselves the admin role: kcached refuses it.

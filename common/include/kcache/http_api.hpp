@@ -27,6 +27,9 @@ inline constexpr std::string_view k_status_history_path = "/v1/status/history";
 inline constexpr std::string_view k_status_entry_path = "/v1/status/entry";
 // A browser's token, as a cookie, where it cannot send an Authorization header.
 inline constexpr std::string_view k_token_cookie = "kcache_token";
+// Where a browser trades a read token (?token=TOKEN, from the refusal page's form) for that cookie,
+// set HttpOnly and SameSite=Strict by the daemon, then goes to the status page.
+inline constexpr std::string_view k_session_path = "/v1/session";
 
 // "/v1/SIDE/KEY/ARCH/KIND": `key` and `arch` as given (a client sends its own canonical ones).
 std::string image_path(Side side, std::string_view key, std::string_view arch, ImageKind kind);
