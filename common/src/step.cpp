@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 
+#include "kcache/process.hpp"
+
 namespace kcache {
 namespace {
 
@@ -440,6 +442,70 @@ bool pragma_names_file(std::string_view text) {
   return false;
 }
 
+// `text` (its lines spliced) as the preprocessor sees its lines: each comment a space (a block
+// comment keeps its newlines, so lines keep their numbers), and each string, character and raw
+// string literal emptied of its contents (newlines kept), so that nothing inside one reads as a
+// directive and no quote hides a comment from this reading. A literal that meets the end of its
+// line ends there, as an unterminated one does for the compilers.
+std::string without_comments_and_literals(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto keep_newlines = [&](std::string_view skipped) {
+    for (char c : skipped) {
+      if (c == '\n') out += '\n';
+    }
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    char c = text[i];
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      i = std::min(text.find('\n', i), text.size());
+      out += ' ';
+      continue;
+    }
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      std::size_t end = text.find("*/", i + 2);
+      end = end == std::string_view::npos ? text.size() : end + 2;
+      out += ' ';
+      keep_newlines(text.substr(i, end - i));
+      i = end;
+      continue;
+    }
+    // A raw string: R"delim( ... )delim", with any encoding prefix before the R.
+    bool raw = false;
+    if (c == 'R' && i + 1 < text.size() && text[i + 1] == '"') {
+      std::size_t word = i;  // where the identifier that ends in this R begins
+      while (word > 0 && (std::isalnum(static_cast<unsigned char>(text[word - 1])) || text[word - 1] == '_')) --word;
+      std::string_view prefix = text.substr(word, i - word);
+      raw = prefix.empty() || prefix == "u8" || prefix == "u" || prefix == "U" || prefix == "L";
+    }
+    if (raw) {
+      std::size_t open = text.find('(', i + 2);
+      std::size_t line_end = text.find('\n', i);
+      if (open != std::string_view::npos && (line_end == std::string_view::npos || open < line_end) && open - i - 2 <= 16) {
+        std::string close = ")" + std::string(text.substr(i + 2, open - i - 2)) + "\"";
+        std::size_t end = text.find(close, open + 1);
+        end = end == std::string_view::npos ? text.size() : end + close.size();
+        out += "\"\"";
+        keep_newlines(text.substr(i, end - i));
+        i = end;
+        continue;
+      }
+    }
+    if (c == '"' || c == '\'') {
+      std::size_t j = i + 1;
+      while (j < text.size() && text[j] != c && text[j] != '\n') j += text[j] == '\\' && j + 1 < text.size() ? 2 : 1;
+      if (j < text.size() && text[j] == c) ++j;
+      out += c;
+      out += c;
+      i = j;
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  return out;
+}
+
 Error unsafe_input(std::string_view name, std::size_t line, std::string_view why) {
   return make_error(ErrorCode::k_invalid_argument, "input '" + std::string(name.substr(0, 128)) + "', line " +
                                                        std::to_string(line) + ": " + std::string(why) +
@@ -449,7 +515,7 @@ Error unsafe_input(std::string_view name, std::size_t line, std::string_view why
 }  // namespace
 
 Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes) {
-  if (tool != StepTool::cicc && tool != StepTool::clang) return {};
+  if (tool != StepTool::cicc && tool != StepTool::clang && tool != StepTool::host) return {};
   // Bytes on which the compilers disagree with this reading of lines: clang ends a line at a lone
   // CR (and splices at backslash-CR); both skip a NUL, and clang U+00A0 and U+3000, before '#'.
   // Preprocessors write none of them where they would matter, so they are refused outright.
@@ -491,7 +557,12 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     }
     text += bytes[i];
   }
-  if (text.find("/*") != std::string::npos) return unsafe_input(name, 0, "it holds a block comment");
+  if (tool == StepTool::host) {
+    // GCC's -fdirectives-only text keeps the unit's comments: read without them, as GCC reads it.
+    text = without_comments_and_literals(text);
+  } else if (text.find("/*") != std::string::npos) {
+    return unsafe_input(name, 0, "it holds a block comment");
+  }
   if (text.find("??=") != std::string::npos || text.find("??/") != std::string::npos) {
     return unsafe_input(name, 0, "it holds a trigraph");
   }
@@ -525,6 +596,8 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     std::string_view word = rest.substr(0, word_end);
     bool marker = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
     if (marker || word == "line") continue;
+    // GCC's -fdirectives-only text keeps the unit's macros, for its compile to expand.
+    if (tool == StepTool::host && (word == "define" || word == "undef")) continue;
     if (word == "pragma") {
       if (pragma_names_file(rest)) return unsafe_input(name, number, "a #pragma names a file");
       continue;
@@ -532,6 +605,54 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     return unsafe_input(name, number, "it holds a #" + std::string(word.substr(0, 32)) + " directive");
   }
   return {};
+}
+
+Expected<void> check_host_run(const StepSpec& spec) {
+  if (spec.tool != StepTool::host) return make_error(ErrorCode::k_invalid_argument, "only host steps run this way");
+  if (spec.inputs.size() != 1) {
+    return make_error(ErrorCode::k_invalid_argument, "a host step the daemon runs has one input, the preprocessed text");
+  }
+  // Options that read or write files of their own, load code, or change what runs.
+  constexpr std::string_view k_refused[] = {"-I", "-i", "-o", "-M", "-B", "-L", "-l", "-specs", "-wrapper", "-fplugin",
+                                            "-save-temps", "-fdump", "-fprofile", "-fauto-profile", "-fdebug-prefix",
+                                            "-ffile-prefix", "-fmacro-prefix", "-fcallgraph-info", "-fstack-usage",
+                                            "-aux-info", "--sysroot", "-E", "-S", "-c", "-v", "-###", "-pipe",
+                                            "--param=ggc", "-fcompare-debug", "-flto", "-frecord", "-Wa,", "-Wl,",
+                                            "-Wp,", "-X", "-dump", "-print", "-no-canonical"};
+  for (std::size_t i = 0; i < spec.args.size(); ++i) {
+    const std::string& arg = spec.args[i];
+    if (arg == "-x") {  // nvcc's host compile says -x c++: the input's language, and nothing else
+      if (i + 1 == spec.args.size() || (spec.args[i + 1] != "c++" && spec.args[i + 1] != "c")) {
+        return refused(spec, arg, "names a language other than c++ or c");
+      }
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg.front() != '-') return refused(spec, arg, "is not an option: the daemon names the input itself");
+    if (arg.find('/') != std::string::npos) return refused(spec, arg, "names a path");
+    for (std::string_view prefix : k_refused) {
+      if (arg.starts_with(prefix)) return refused(spec, arg, "is not an option a daemon runs a host compile with");
+    }
+  }
+  return {};
+}
+
+Expected<Digest> host_compiler_identity(const std::string& driver, const std::string& proper,
+                                        const std::function<Expected<Digest>(const std::string&)>& digest_of) {
+  std::vector<Digest> files;
+  auto d = digest_of(driver);
+  if (!d) return d.error();
+  files.push_back(*d);
+  if (!proper.empty()) {
+    auto named = run_process({driver, "-print-prog-name=" + proper});
+    if (named && named->exit_code == 0) {
+      std::string path = named->output.substr(0, named->output.find('\n'));
+      if (auto p = digest_of(path)) files.push_back(*p);
+    }
+  }
+  auto version = run_process({driver, "--version"});
+  if (version) files.push_back(sha256(version->output));
+  return step_tool_identity(StepTool::host, files);
 }
 
 Digest step_tool_identity(StepTool tool, std::span<const Digest> files) {

@@ -190,13 +190,22 @@ class Cache {
                                                    Reach reach = Reach::anywhere);
 
   Expected<StepAnswer> answer_step(const StepAsk& ask, std::string& key_hex);
+  // A host step that was only looked up (a miss), or whose object a publish client offers:
+  // the offer is checked by the host wall and kept.
+  Expected<StepAnswer> keep_offered(const StepAsk& ask, StepAnswer out);
   // The stored outputs of a step (read through to the remote tier); nullopt when any is missing.
   std::optional<StepAnswer> stored_step(Side side, const Key& key, const std::vector<std::string>& outputs);
-  // Runs a device step on the pool once per key (here, and with a remote tier across the fleet)
-  // and stores what a successful run wrote.
-  Expected<StepRun> run_step_once(const StepAsk& ask, const Key& key, Answer& answer);
+  // Runs a step on the pool once per key (here, and with a remote tier across the fleet) and
+  // stores what a successful run wrote; `program` is a host step's compiler.
+  Expected<StepRun> run_step_once(const StepAsk& ask, const Key& key, Answer& answer,
+                                  const std::filesystem::path& program = {});
   // This daemon's identity of a device step's tool, computed once.
   Expected<Digest> step_tool(StepTool tool);
+  // This machine's host compiler driver of that identity (kcache::host_compiler_identity), from
+  // those on PATH's usual folders, each named once, when first asked; FAILED_PRECONDITION if none.
+  Expected<std::filesystem::path> host_compiler(const Digest& identity);
+  // Why build steps may not run here (no jail, and not allowed without one); empty when they may.
+  std::string steps_refused() const;
 
   Store& m_store;
   const Compiler& m_compiler;
@@ -214,6 +223,8 @@ class Cache {
   std::array<StepCounters, k_step_tool_count> m_step_counters;  // by StepTool - 1
   std::mutex m_step_tool_mutex;                 // guards m_step_tools
   std::map<StepTool, Expected<Digest>> m_step_tools;
+  std::mutex m_host_compilers_mutex;  // guards m_host_compilers
+  std::optional<std::map<Digest, std::filesystem::path>> m_host_compilers;  // by identity, once scanned
   mutable std::mutex m_uncacheable_mutex;  // guards m_uncacheable
   std::map<std::string, std::uint64_t> m_uncacheable;
 };

@@ -1,9 +1,13 @@
-// The cache core's build steps (Cache::step): device steps run on the pool once per key, host
-// objects looked up or stored behind the host wall. The same tiers as compiles: the store (hot,
-// then local), the remote tier, then the pool.
+// The cache core's build steps (Cache::step): device steps, and host compiles from a client's
+// preprocessed text, run on the pool once per key; host objects looked up, or kept when a publish
+// client offers them, behind the host wall. The same tiers as compiles: the store (hot, then
+// local), the remote tier, then the pool.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <regex>
 
 #include "cache/cache.hpp"
 #include "remote/entry.hpp"
@@ -28,10 +32,14 @@ EntryRecord step_record(StepTool tool) {
                      std::string(step_tool_name(tool)), static_cast<std::uint64_t>(now.count())};
 }
 
-// What a run wrote and printed, as the images of its entry.
-std::vector<Image> step_images(const StepRun& run) {
+// What a run wrote and printed, as the images of its entry. A host step's object is an object
+// image: the host wall checks it before it is stored, as every host object.
+std::vector<Image> step_images(const StepRun& run, Side side) {
   std::vector<Image> images;
-  for (const auto& [name, bytes] : run.outputs) images.push_back(make_image({name, ImageKind::file}, bytes));
+  for (const auto& [name, bytes] : run.outputs) {
+    bool object = side == Side::host && name == k_step_object;
+    images.push_back(make_image({name, object ? ImageKind::object : ImageKind::file}, bytes));
+  }
   if (!run.stdout_text.empty()) images.push_back(make_image({std::string(k_step_stdout), ImageKind::file}, run.stdout_text));
   if (!run.stderr_text.empty()) images.push_back(make_image({std::string(k_step_stderr), ImageKind::file}, run.stderr_text));
   return images;
@@ -115,12 +123,8 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
   }
   const StepTool tool = ask.spec.tool;
   const Side side = step_side(tool);
-  if (side == Side::device && m_jail.mode == "none" && !m_jail.unjailed_steps) {
-    return make_error(ErrorCode::k_failed_precondition,
-                      "this kcached runs no build step: it cannot jail the tools it would run (" + m_jail.reason +
-                          "), and was not started with --allow-unjailed-steps; the client runs the step itself");
-  }
   if (side == Side::device) {
+    if (std::string why = steps_refused(); !why.empty()) return make_error(ErrorCode::k_failed_precondition, why);
     auto own = step_tool(tool);
     if (!own) return own.error();
     if (*own != ask.spec.tool_digest) {
@@ -137,26 +141,22 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
     stored->key = out.key;
     return *std::move(stored);
   }
+  if (side == Side::host && (ask.offered || ask.inputs.empty())) return keep_offered(ask, out);
+  // Run here: a device step, or a host compile from the client's preprocessed text (an object
+  // this daemon made, which any client may then link).
+  std::filesystem::path program;
   if (side == Side::host) {
-    out.outcome = Outcome::miss;
-    if (!ask.offered) return out;  // looked up, absent: the client compiles and offers
-    StepRun run;
-    run.outputs.emplace_back(std::string(k_step_object), std::string(*ask.offered));
-    run.stderr_text = std::string(ask.offered_stderr);
-    run.stdout_text = std::string(ask.offered_stdout);
-    std::vector<Image> images = step_images(run);
-    images.front().meta.kind = ImageKind::object;  // checked by the host wall, as every host object
-    EntryRecord record = step_record(tool);
-    if (auto put = m_store.put(side, out.key, record, images); !put) {
-      if (put.error().code == ErrorCode::k_resource_exhausted) return out;  // larger than the cache: not kept
-      return make_error(ErrorCode::k_invalid_argument,
-                        "the host object was not stored: " + put.error().message);
+    if (tool != StepTool::host) {
+      return make_error(ErrorCode::k_invalid_argument, "only a host step runs on the daemon; nvcc's whole compile is looked up");
     }
-    if (m_remote != nullptr) m_remote->write(side, out.key, record, std::move(images), std::nullopt);
-    return out;
+    if (std::string why = steps_refused(); !why.empty()) return make_error(ErrorCode::k_failed_precondition, why);
+    if (auto ok = check_host_run(ask.spec); !ok) return ok.error();
+    auto driver = host_compiler(ask.spec.tool_digest);
+    if (!driver) return driver.error();
+    program = *driver;
   }
   Answer how = Answer::compiled;
-  auto run = run_step_once(ask, out.key, how);
+  auto run = run_step_once(ask, out.key, how, program);
   if (!run) return run.error();
   if (how == Answer::remote || (how == Answer::coalesced && run->outputs.empty() && run->exit_code == 0)) {
     // Another daemon's run, or one that finished here just now: read as stored.
@@ -172,6 +172,68 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
   out.stdout_text = std::move(run->stdout_text);
   out.stderr_text = std::move(run->stderr_text);
   return out;
+}
+
+Expected<StepAnswer> Cache::keep_offered(const StepAsk& ask, StepAnswer out) {
+  const Side side = step_side(ask.spec.tool);
+  out.outcome = Outcome::miss;
+  if (!ask.offered) return out;  // looked up, absent: the client sends its text to run, or compiles it
+  StepRun run;
+  run.outputs.emplace_back(std::string(k_step_object), std::string(*ask.offered));
+  run.stderr_text = std::string(ask.offered_stderr);
+  run.stdout_text = std::string(ask.offered_stdout);
+  std::vector<Image> images = step_images(run, side);
+  EntryRecord record = step_record(ask.spec.tool);
+  if (auto put = m_store.put(side, out.key, record, images); !put) {
+    if (put.error().code == ErrorCode::k_resource_exhausted) return out;  // larger than the cache: not kept
+    return make_error(ErrorCode::k_invalid_argument, "the host object was not stored: " + put.error().message);
+  }
+  if (m_remote != nullptr) m_remote->write(side, out.key, record, std::move(images), std::nullopt);
+  return out;
+}
+
+std::string Cache::steps_refused() const {
+  if (m_jail.mode != "none" || m_jail.unjailed_steps) return {};
+  return "this kcached runs no build step: it cannot jail the tools it would run (" + m_jail.reason +
+         "), and was not started with --allow-unjailed-steps; the client runs the step itself";
+}
+
+Expected<std::filesystem::path> Cache::host_compiler(const Digest& identity) {
+  std::lock_guard lock(m_host_compilers_mutex);
+  if (!m_host_compilers) {
+    // Each C and C++ driver of the usual folders, by the name a build calls it (the name is part
+    // of what --version prints, so g++ and g++-12 are two identities of one program).
+    static const std::regex k_driver(R"((g\+\+|gcc|c\+\+|cc|clang\+\+|clang)(-[0-9]+(\.[0-9]+)*)?)");
+    std::map<std::string, Expected<Digest>> files;  // a file's digest by real path, hashed once
+    auto digest_of = [&files](const std::string& path) -> Expected<Digest> {
+      std::error_code ec;
+      std::string real = std::filesystem::canonical(path, ec).string();
+      if (ec) return make_error(ErrorCode::k_not_found, "cannot find " + path);
+      auto it = files.find(real);
+      if (it == files.end()) {
+        auto d = sha256_file(real);
+        it = files.emplace(real, d ? Expected<Digest>(*d) : make_error(ErrorCode::k_internal, "cannot read " + real)).first;
+      }
+      return it->second;
+    };
+    m_host_compilers.emplace();
+    for (const char* folder : {"/usr/bin", "/usr/local/bin"}) {
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+        std::string name = entry.path().filename().string();
+        if (!std::regex_match(name, k_driver) || ::access(entry.path().c_str(), X_OK) != 0) continue;
+        if (auto id = host_compiler_identity(entry.path().string(), "cc1plus", digest_of)) {
+          m_host_compilers->emplace(*id, entry.path());
+        }
+      }
+    }
+    spdlog::info("host compilers for build steps: {} found", m_host_compilers->size());
+  }
+  auto it = m_host_compilers->find(identity);
+  if (it != m_host_compilers->end()) return it->second;
+  return make_error(ErrorCode::k_failed_precondition,
+                    "this kcached has no host compiler of identity " + to_hex(identity).substr(0, 16) +
+                        " (another compiler or version than the client's): the client compiles the object itself");
 }
 
 std::optional<StepAnswer> Cache::stored_step(Side side, const Key& key, const std::vector<std::string>& outputs) {
@@ -196,7 +258,8 @@ std::optional<StepAnswer> Cache::stored_step(Side side, const Key& key, const st
   return out;
 }
 
-Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answer& answer) {
+Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answer& answer,
+                                       const std::filesystem::path& program) {
   const Side side = step_side(ask.spec.tool);
   std::vector<ImageRequest> wanted = output_images(ask.spec.outputs);
   std::string flight = remote::flight_of(side, key, wanted);
@@ -240,6 +303,7 @@ Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answe
   if (pending) {
     pending->inputs.assign(ask.inputs.begin(), ask.inputs.end());
     pending->work.tool = ask.spec.tool;
+    pending->work.program = program;
     pending->work.args = ask.spec.args;
     pending->work.outputs = ask.spec.outputs;
     for (std::size_t i = 0; i < ask.spec.inputs.size(); ++i) {
@@ -250,7 +314,7 @@ Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answe
       if (run && run->exit_code == 0) {
         ++m_counters.compiles;
         EntryRecord record = step_record(pending->work.tool);
-        std::vector<Image> images = step_images(*run);
+        std::vector<Image> images = step_images(*run, side);
         if (auto put = m_store.put(side, key, record, images); !put && put.error().code != ErrorCode::k_resource_exhausted) {
           run = put.error();
         } else if (m_remote != nullptr) {

@@ -25,6 +25,7 @@ std::filesystem::path clang_path() {
 // The tool's program, and for cicc the folder it reads libdevice from (NVVMIR_LIBRARY_DIR).
 Expected<std::filesystem::path> program(const Toolchain& t, StepTool tool) {
   std::error_code ec;
+  if (tool == StepTool::host) return make_error(ErrorCode::k_internal, "a host step names its compiler itself");
   if (tool == StepTool::cicc && t.cuda_present && std::filesystem::exists(cicc_path(t), ec) && !t.libdevice.empty()) {
     return cicc_path(t);
   }
@@ -57,8 +58,10 @@ class StepFolder {
 }  // namespace
 
 Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
-  auto tool = program(toolchain, work.tool);
+  const bool host = work.tool == StepTool::host;
+  auto tool = host ? Expected<std::filesystem::path>(work.program) : program(toolchain, work.tool);
   if (!tool) return tool.error();
+  if (tool->empty()) return make_error(ErrorCode::k_internal, "a host step without its compiler");
   StepFolder folder;
   if (folder.path().empty()) return make_error(ErrorCode::k_internal, "cannot make a folder for the step");
   for (const auto& [name, bytes] : work.inputs) {
@@ -74,8 +77,12 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
   }
   std::vector<std::string> argv = {tool->string()};
   argv.insert(argv.end(), work.args.begin(), work.args.end());
+  // A host compile's flags come alone (check_host_run): the daemon names its input and object.
+  if (host && !work.inputs.empty() && !work.outputs.empty()) {
+    argv.insert(argv.end(), {"-c", work.inputs.front().first, "-o", work.outputs.front()});
+  }
   // The tool sees nothing of the daemon's environment but where libdevice is.
-  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "LC_ALL=C",
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=/tmp",
                                   "NVVMIR_LIBRARY_DIR=" + (toolchain.cuda_root / "nvvm" / "libdevice").string()};
   ProcessOptions options;
   options.output = ProcessOptions::Output::separate;

@@ -1,5 +1,6 @@
-// Build steps on the daemon (kcache/step.hpp): a worker runs cicc or ptxas of this daemon's
-// toolkit on a step's files, in a folder of its own that it removes afterwards.
+// Build steps on the daemon (kcache/step.hpp): a worker runs cicc, clang or ptxas of this daemon's
+// toolkit, or a host compiler of this machine, on a step's files, in a folder of its own (and the
+// jail) that it removes afterwards.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@ namespace kcache::server {
 // A step to run: checked (check_step), its inputs with their bytes.
 struct StepWork {
   StepTool tool = StepTool::cicc;
+  std::filesystem::path program;  // a host step's compiler driver, chosen by the daemon by its identity
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string_view>> inputs;  // (name, bytes)
   std::vector<std::string> outputs;

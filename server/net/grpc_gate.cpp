@@ -845,7 +845,12 @@ bool GrpcGate::drain(std::chrono::steady_clock::time_point deadline) {
 }
 
 std::string client_of_peer(const std::string& grpc_peer) {
-  std::string_view p = grpc_peer;
+  // gRPC may give the bound name percent-encoded: its spaces as %20.
+  std::string decoded = grpc_peer;
+  for (std::size_t at = decoded.find("%20"); at != std::string::npos; at = decoded.find("%20", at + 1)) {
+    decoded.replace(at, 3, " ");
+  }
+  std::string_view p = decoded;
   constexpr std::string_view k_abstract = "unix-abstract:";
   if (!p.starts_with(k_abstract)) return grpc_peer;
   p.remove_prefix(k_abstract.size());

@@ -96,6 +96,7 @@ void run_step_job(const Compiler& compiler, Job& job, Result& result) {
   work.args.assign(step.args().begin(), step.args().end());
   for (const v1::StepFile& file : step.inputs()) work.inputs.emplace_back(file.name(), file.content());
   work.outputs.assign(step.outputs().begin(), step.outputs().end());
+  work.program = step.program();
   if (job.time_left_ms() > 0) work.deadline = Clock::now() + std::chrono::milliseconds(job.time_left_ms());
   auto run = run_step(compiler.toolchain(), work);
   if (!run) {
@@ -432,6 +433,7 @@ Expected<StepRun> WorkerSet::run_step(const StepWork& work, const std::vector<un
     file->set_content(std::string(bytes));
   }
   for (const std::string& name : work.outputs) step->add_outputs(name);
+  step->set_program(work.program.string());
   auto result = exchange(message, work.deadline, key);
   if (!result) return result.error();
   StepOutcome* outcome = result->mutable_step();

@@ -19,6 +19,7 @@
 
 #include "compile/jail.hpp"
 #include "daemon_fixture.hpp"
+#include "kcache/process.hpp"
 #include "kcache/step.hpp"
 #include "test_support.hpp"
 
@@ -220,6 +221,82 @@ TEST_F(JailedSteps, TheSpellingsThatReadAFileAreRefused) {
   v1::StepRequest r = cicc_request();
   r.mutable_inputs(0)->set_content(std::string("# 1 \"k.cu\"\n\0#include \"", 22) + secret + "\"\n");
   expect_refused(r, "NUL", "cicc: a NUL before #include");
+}
+
+// The host compile, run by the daemon (in its jail) from the client's -fdirectives-only text with
+// its own compiler of the client's identity: the object links and runs, a second ask hits, and
+// each bad ask is refused clearly or fails as the compiler says.
+TEST_F(JailedSteps, TheDaemonCompilesAHostObjectFromTheClientsText) {
+  const fs::path gxx = "/usr/bin/g++";
+  if (!fs::exists(gxx)) GTEST_SKIP() << gxx << " is absent";
+  auto identity = host_compiler_identity(gxx.string(), "cc1plus", [](const std::string& path) -> Expected<Digest> {
+    if (auto d = sha256_file(path)) return *d;
+    return make_error(ErrorCode::k_not_found, path);
+  });
+  ASSERT_TRUE(identity) << identity.error().message;
+  write_file(m_dir.path() / "seven.cpp", "#define SEVEN 7 /* the answer */\nint seven() { return SEVEN; }\n");
+  auto text = run_process({gxx.string(), "-E", "-fdirectives-only", (m_dir.path() / "seven.cpp").string()});
+  ASSERT_TRUE(text && text->exit_code == 0);
+  auto request = [&](const std::string& content) {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_HOST);
+    r.set_tool_digest(to_hex(*identity));
+    for (const char* a : {"-O2", "-fPIC", "-fpreprocessed", "-fdirectives-only"}) r.add_args(a);
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("seven.cpp");
+    in->set_content(content);
+    r.add_outputs("object");
+    return r;
+  };
+  auto ran = builder().step(request(text->output));
+  ASSERT_TRUE(ran) << ran.error().message;
+  ASSERT_EQ(ran->exit_code(), 0) << ran->stderr_text();
+  EXPECT_EQ(ran->outcome(), v1::OUTCOME_MISS);
+  ASSERT_EQ(ran->outputs_size(), 1);
+  write_file(m_dir.path() / "seven.o", ran->outputs(0).content());
+  write_file(m_dir.path() / "main.cpp", "#include <cstdio>\nint seven();\nint main() { std::printf(\"%d\\n\", seven()); }\n");
+  auto linked = run_process({gxx.string(), (m_dir.path() / "main.cpp").string(), (m_dir.path() / "seven.o").string(), "-o",
+                             (m_dir.path() / "seven").string()});
+  ASSERT_TRUE(linked && linked->exit_code == 0) << (linked ? linked->output : linked.error().message);
+  auto seven = run_process({(m_dir.path() / "seven").string()});
+  ASSERT_TRUE(seven);
+  EXPECT_EQ(seven->output, "7\n");
+  // Looked up by digest, as the launcher asks first: the daemon's object.
+  v1::StepRequest look = request("");
+  look.mutable_inputs(0)->set_sha256(to_hex(sha256(text->output)));
+  auto hit = builder().step(look);
+  ASSERT_TRUE(hit) << hit.error().message;
+  EXPECT_EQ(hit->outcome(), v1::OUTCOME_HIT);
+  ASSERT_EQ(hit->outputs_size(), 1);
+  EXPECT_TRUE(hit->outputs(0).content() == ran->outputs(0).content());
+
+  v1::StepRequest plugin = request(text->output);
+  plugin.add_args("-fplugin=evil.so");
+  expect_refused(plugin, "is not an option a daemon runs a host compile with", "a plugin");
+  v1::StepRequest path = request(text->output);
+  path.add_args("-fprofile-dir=/tmp");
+  expect_refused(path, "names a path", "a path in a flag");
+  const std::string secret = (m_dir.path() / "secret").string();
+  expect_refused(request("int a;\n/* */ #include \"" + secret + "\"\n"), "#include directive", "an include after a comment");
+  v1::StepRequest whole = request(text->output);
+  whole.set_tool(v1::STEP_TOOL_NVCC);
+  expect_refused(whole, "only a host step runs on the daemon", "nvcc's whole compile");
+  v1::StepRequest stranger = request(text->output);
+  stranger.set_tool_digest(std::string(64, 'a'));
+  auto no_such = builder().step(stranger);
+  ASSERT_FALSE(no_such);
+  EXPECT_EQ(no_such.error().code, ErrorCode::k_failed_precondition);
+  EXPECT_NE(no_such.error().message.find("no host compiler of identity"), std::string::npos) << no_such.error().message;
+  // A compile that fails there says why, and nothing is kept.
+  auto broken = builder().step(request("int broken = ;\n"));
+  ASSERT_TRUE(broken) << broken.error().message;
+  EXPECT_NE(broken->exit_code(), 0);
+  EXPECT_NE(broken->stderr_text().find("error"), std::string::npos) << broken->stderr_text();
+  v1::StepRequest broken_look = request("");
+  broken_look.mutable_inputs(0)->set_sha256(to_hex(sha256("int broken = ;\n")));
+  auto not_kept = builder().step(broken_look);
+  ASSERT_TRUE(not_kept);
+  EXPECT_EQ(not_kept->outputs_size(), 0);
 }
 
 // What a tool run on a peer's bytes can reach, tried from inside the jail while the daemon

@@ -222,8 +222,8 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObj
   ASSERT_EQ(configure("build"), 0);
   counts();
 
-  // Cold: every arch's cicc and ptxas runs on the daemon, every host compile here; each whole
-  // compile misses, and its object is offered after.
+  // Cold: every arch's cicc and ptxas runs on the daemon, and every host compile too (from the
+  // GCC's -fdirectives-only text); each whole compile misses, and its object is offered after.
   ASSERT_EQ(build("build"), 0);
   auto cold = counts();
   EXPECT_EQ(cold["launcher.compiles"], k_files);
@@ -231,6 +231,7 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObj
   EXPECT_EQ(cold["cicc.miss"], k_files * 2) << "each file x 2 archs";
   EXPECT_EQ(cold["ptxas.miss"], k_files * 2);
   EXPECT_EQ(cold["host.miss"], k_files);
+  EXPECT_EQ(cold["host.compiled_by_daemon"], k_files);
   EXPECT_EQ(cold["cicc.local"] + cold["ptxas.local"] + cold["host.local"], 0);
   EXPECT_EQ(program_output("build"), "fixture banner v1\nnote 0\n");
   std::string cold_program = read_all(m_dir.path() / "build" / "fixture");
@@ -373,6 +374,55 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
 // name breaks nvcc 13 itself: its PTX then fails to parse), a failing compile (nvcc's
 // diagnostics and exit code, nothing stored), a launcher killed part-way (no object; its work
 // folder removed by a later launch), and what the launcher does not take (counted by reason).
+// Only daemons and publish clients write what other machines link. Two machines with the compile
+// role build the same file at the same path: the host object is compiled by the daemon from the
+// launcher's text (byte for byte what nvcc makes) and the second machine's build takes it; the
+// whole compile's object, which only the first build could vouch for, is kept from the daemon;
+// and each program runs its own code. (Replaying a look-up with a planted object is refused:
+// Tokens.OnlyAPublishClientWritesWhatOtherMachinesLink.)
+TEST_F(Launcher, ACompileClientsHostObjectIsTheDaemonsAndNoneOfItsOwnIsShared) {
+  const fs::path tokens = m_dir.path() / "tokens";
+  std::ofstream(tokens) << "alice compile alice-token-0123456789abcdef\nbob compile bob-token-0123456789abcdef\n";
+  fs::permissions(tokens, fs::perms::owner_read | fs::perms::owner_write);
+  auto daemon = start_daemon("a", {"--tokens-file", tokens.string()});
+  server_ = daemon->address();
+  const fs::path work = m_dir.path() / "w";
+  fs::create_directories(work);
+  std::ofstream(work / "main.cu") << "#include <cstdio>\n__global__ void k(int* x) { x[0] = 1; }\n"
+                                     "int main() { std::printf(\"own code\\n\"); return 0; }\n";
+  const std::vector<std::string> compile = {KCACHE_CLI_PATH, nvcc_.string(), "-arch=sm_80", "-c", "main.cu", "-o", "main.o"};
+  const std::vector<std::string> link = {nvcc_.string(), "-arch=sm_80", "main.o", "-o", "prog"};
+  struct Token {
+    Token(const char* t) { ::setenv("KCACHE_TOKEN", t, 1); }
+    ~Token() { ::unsetenv("KCACHE_TOKEN"); }
+  };
+  counts();
+  {
+    Token alice("alice-token-0123456789abcdef");
+    ASSERT_EQ(run_ok(compile, work), 0);
+  }
+  auto first = counts();
+  EXPECT_EQ(first["host.compiled_by_daemon"], 1);
+  EXPECT_EQ(first["nvcc.unpublished"], 1) << "a compile client's whole-compile object stays its own";
+  ASSERT_EQ(run_ok(link, work), 0);
+  EXPECT_EQ(run({(work / "prog").string()}).output, "own code\n");
+  std::string alices = read_all(work / "main.o");
+
+  fs::remove(work / "main.o");
+  fs::remove(work / "prog");
+  {
+    Token bob("bob-token-0123456789abcdef");
+    ASSERT_EQ(run_ok(compile, work), 0);
+  }
+  auto second = counts();
+  EXPECT_EQ(second["nvcc.miss"], 1) << "no whole-compile entry from a compile client";
+  EXPECT_EQ(second["host.hit"], 1) << "the daemon's host object is everyone's";
+  EXPECT_EQ(second["cicc.hit"], 1);
+  EXPECT_TRUE(read_all(work / "main.o") == alices);
+  ASSERT_EQ(run_ok(link, work), 0);
+  EXPECT_EQ(run({(work / "prog").string()}).output, "own code\n");
+}
+
 TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   auto daemon = start_daemon("a");
   server_ = daemon->address();

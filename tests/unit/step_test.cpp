@@ -219,6 +219,59 @@ TEST(Steps, APreprocessedInputThatWouldReadAFileIsRefused) {
   EXPECT_FALSE(check_step(trigraphs));
 }
 
+// A host compile the daemon runs from the launcher's text: the compiler's flags only, nothing
+// that names a file or loads code.
+TEST(Steps, AHostCompileRunsOnTheDaemonWithItsFlagsOnly) {
+  StepSpec host;
+  host.tool = StepTool::host;
+  host.args = {"-x", "c++", "-m64", "-Wno-psabi", "-O2", "-fPIC", "-std=c++17", "-fpreprocessed", "-fdirectives-only"};
+  host.inputs = {"tmpxft_00000000_00000000-6_k.cudafe1.cpp"};
+  host.outputs = {"object"};
+  EXPECT_TRUE(check_step(host));
+  EXPECT_TRUE(check_host_run(host)) << check_host_run(host).error().message;
+  for (std::vector<std::string> extra : std::vector<std::vector<std::string>>{
+           {"-fplugin=evil.so"}, {"-B", "x"}, {"-Bx"}, {"-specs=x"}, {"-wrapper", "x"}, {"-I/usr/include"},
+           {"-idirafter", "x"}, {"-o", "x"}, {"-MD"}, {"-save-temps"}, {"-fdump-tree-all"}, {"k.cpp"},
+           {"-fprofile-generate"}, {"-x", "assembler"}, {"-Wl,-rpath"}, {"-fmacro-prefix-map=a=b"}, {"--sysroot=x"}}) {
+    StepSpec s = host;
+    s.args.insert(s.args.end(), extra.begin(), extra.end());
+    EXPECT_FALSE(check_host_run(s)) << extra.front();
+  }
+  StepSpec two = host;
+  two.inputs.push_back("other.cpp");
+  EXPECT_FALSE(check_host_run(two));
+  StepSpec response = host;
+  response.args.push_back("@rsp");
+  EXPECT_FALSE(check_step(response));
+}
+
+// GCC's -fdirectives-only text keeps macros and comments: #define and #undef pass, and a comment
+// or a literal can neither hide a directive nor make one.
+TEST(Steps, AHostCompilesTextIsReadWithoutItsCommentsAndLiterals) {
+  const std::string ok =
+      "# 1 \"k.cu\"\n#define K 3 /* three */\n#undef K\n// #include \"/etc/shadow\" in a comment\n"
+      "/* a comment\n#include \"/etc/shadow\"\n over lines */ int x;\n"
+      "const char* s = \"/* not a comment\";\nconst char* r = R\"x(\n#include \"/etc/shadow\"\n)x\";\n"
+      "char c = '\"'; int d = 1'000;\n";
+  EXPECT_TRUE(check_step_input(StepTool::host, "k.cpp", ok)) << check_step_input(StepTool::host, "k.cpp", ok).error().message;
+  struct Case {
+    const char* what;
+    std::string text;
+  };
+  const std::vector<Case> refused = {
+      {"after a comment", "/* */ #include \"/etc/shadow\"\n"},
+      {"after a comment that spans lines", "/*\n*/ #include \"/etc/shadow\"\n"},
+      {"after a string that looks like a comment's start", "const char* s = \"/*\";\n#include \"/etc/shadow\"\n"},
+      {"after a raw string whose quote ends nothing", "auto r = R\"x( \" /* )x\";\n#include \"/etc/shadow\"\n"},
+      {"after a digit separator", "int d = 1'0; /* '\n#include \"/etc/shadow\"\n"},
+      {"#embed", "#embed \"/etc/shadow\"\n"},
+      {"__has_include", "#if __has_include(\"/etc/shadow\")\n#endif\n"},
+  };
+  for (const Case& c : refused) EXPECT_FALSE(check_step_input(StepTool::host, "k.cpp", c.text)) << c.what;
+  // cicc and clang read fully preprocessed text: a #define there is still refused.
+  EXPECT_FALSE(check_step_input(StepTool::cicc, "k.ii", "#define K 3\n"));
+}
+
 TEST(Steps, EveryPartOfAStepIsInItsKey) {
   Digest a = sha256("a"), b = sha256("b");
   StepSpec base = cicc_step();

@@ -412,22 +412,8 @@ Expected<Digest> Launch::host_compiler_identity(const std::string& program, cons
   std::string identity = file_identity(driver);
   if (identity.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
   // Run the driver once per change of it: a compiler upgrade replaces the driver too.
-  return cached_digest("host " + proper + " " + identity, [&]() -> Expected<Digest> {
-    std::vector<Digest> files;
-    auto d = file_digest(driver);
-    if (!d) return d.error();
-    files.push_back(*d);
-    if (!proper.empty()) {
-      auto named = run_process({driver, "-print-prog-name=" + proper});
-      if (named && named->exit_code == 0) {
-        std::string path = named->output.substr(0, named->output.find('\n'));
-        if (auto p = file_digest(path)) files.push_back(*p);
-      }
-    }
-    auto version = run_process({driver, "--version"});
-    if (version) files.push_back(sha256(version->output));
-    return step_tool_identity(StepTool::host, files);
-  });
+  return cached_digest("host " + proper + " " + identity,
+                       [&]() { return kcache::host_compiler_identity(driver, proper, file_digest); });
 }
 
 bool Launch::host_object(HostCompile& host) {
@@ -435,7 +421,7 @@ bool Launch::host_object(HostCompile& host) {
   std::optional<std::thread> early;
   bool early_ok = false;
   ProcessResult compiled;
-  if (m_device_missed) early.emplace([&] { early_ok = run_here(host.compile, {}, &compiled, false); });
+  if (m_device_missed && client() == nullptr) early.emplace([&] { early_ok = run_here(host.compile, {}, &compiled, false); });
   auto compile_here = [&]() {
     if (!early) early_ok = run_here(host.compile, {}, &compiled, false);
     if (early) early->join(), early.reset();
@@ -458,6 +444,23 @@ bool Launch::host_object(HostCompile& host) {
   if (holds_object(found)) {
     if (early) early->join(), early.reset();  // its object is replaced by the one found
     return take_object(*found, StepTool::host, host.object);
+  }
+  if (found && !host.text.empty() && host.inputs.size() == 1) {
+    // The daemon compiles the text itself: its object, on the farm's cores.
+    v1::StepRequest run = request;
+    run.mutable_inputs(0)->clear_sha256();
+    run.mutable_inputs(0)->set_content(std::move(host.text));
+    auto ran = ask_daemon(run, StepTool::host);
+    if (holds_object(ran)) {
+      if (early) early->join(), early.reset();
+      m_stats.add("host.miss");
+      m_stats.add("host.compiled_by_daemon");
+      Printed& p = printed();
+      p.out += ran->stdout_text(), p.err += ran->stderr_text();
+      return write_file(host.object, ran->outputs(0).content());
+    }
+    // It could not (another compiler, an option it does not run, or the compile failed there):
+    // here, where the compiler's own messages reach the build.
   }
   if (!compile_here()) return false;
   if (!found) {
@@ -499,11 +502,21 @@ bool Launch::take_object(const v1::StepResponse& found, StepTool tool, const std
 void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
                           const std::string& err) {
   m_stats.add(std::string(step_tool_name(tool)) + ".miss");
+  kcache::Client* c = client();
+  if (c == nullptr || m_unpublished) return;
   request.mutable_offered()->set_name(std::string(k_step_object));
   request.mutable_offered()->set_content(read_file(object));
   request.set_offered_stdout(out);
   request.set_offered_stderr(err);
-  ask_daemon(request, tool);  // kept if the daemon takes it; the build goes on either way
+  // Kept if this client may publish; the build goes on either way, with its own object.
+  auto kept = c->step(request);
+  if (kept) return;
+  if (kept.error().code == ErrorCode::k_permission_denied) {
+    m_unpublished = true;  // the compile role: no later offer of this launch is sent
+    m_stats.add(std::string(step_tool_name(tool)) + ".unpublished");
+  } else {
+    m_stats.add("launcher.refused." + std::string(step_tool_name(tool)));
+  }
 }
 
 int Launch::unchanged(const std::vector<std::string>& real, const std::string& reason) {

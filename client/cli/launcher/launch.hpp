@@ -90,20 +90,23 @@ class Launch {
                    const std::map<std::string, std::string>& renamed = {}, const std::vector<std::string>& local = {});
 
   // A host object: looked up by `key_args` and the digests of what the compile reads (`inputs`:
-  // name and bytes' digest), else compiled here by `compile` (which writes `object`) and offered
-  // to the daemon, which keeps it behind the host wall. `identity` names the host compiler.
-  // `prepare`, when set, fills in the key first (the preprocessing that names the input).
+  // name and bytes' digest). On a miss, where `text` holds the one input's bytes (the
+  // preprocessed translation unit), the daemon compiles it with its own compiler of `identity`
+  // (in its jail) and keeps the object, which other machines may then link. Else, or where the
+  // daemon cannot, it is compiled here by `compile` (which writes `object`) and offered: a
+  // daemon keeps it only from a client with the publish role. `prepare`, when set, fills in the
+  // key first (the preprocessing that names the input).
   struct HostCompile {
     Expected<Digest> identity = Digest{};
     std::vector<std::string> key_args;
     std::vector<std::pair<std::string, Digest>> inputs;
+    std::string text;  // the bytes of inputs' one entry, for the daemon to compile; empty: not sent
     std::vector<std::string> compile;
     std::string object;
     std::function<bool(HostCompile&)> prepare;
   };
   // When a device step of this compile missed, the object is almost surely new (it embeds the
-  // device image): the compile then starts at once, beside `prepare` and the look-up, and a hit
-  // found meanwhile still wins.
+  // device image): where no daemon is asked, the compile then starts at once, beside `prepare`.
   bool host_object(HostCompile& host);
 
   // A host-side entry (the host compile's object, or nvcc's whole compile's): its request, named by
@@ -194,6 +197,7 @@ class Launch {
   std::optional<kcache::Client> m_client;
   std::atomic<bool> m_daemon_down = false;
   std::atomic<bool> m_device_missed = false;  // a device step of this compile missed or ran here
+  std::atomic<bool> m_unpublished = false;    // the daemon refused an offer: this client may not publish
   std::atomic<int> m_local_steps = 0;  // step folders made for steps run here
 };
 

@@ -340,8 +340,13 @@ class NvccLaunch : public Launch {
   }
 
   // The host compile of cudafe++'s output: its object looked up by what the host compiler
-  // actually compiles (the preprocessed translation unit, fatbinary included), or compiled here
-  // and offered to the daemon, which keeps it behind the host wall.
+  // actually compiles (the preprocessed translation unit, fatbinary included), else compiled by the
+  // daemon from that text, or here (and offered: kept for others only from a publish client).
+  //
+  // GCC preprocesses with -fdirectives-only (includes and conditionals done, macros left for the
+  // compile), which it compiles with -fpreprocessed -fdirectives-only into the very bytes the
+  // whole compile makes, under the input's own name (its FILE symbol). Other host compilers
+  // preprocess fully, and their objects are made here.
   bool host_step(const std::vector<std::string>& argv) {
     const std::string& prefix = work();
     std::string target;
@@ -349,6 +354,9 @@ class NvccLaunch : public Launch {
     host.compile = argv;
     host.object = prefix + "kcache-object.o";
     std::vector<std::string> preprocess;
+    const std::string compiler = basename_of(argv.front());
+    const bool gcc = compiler.find("clang") == std::string::npos;
+    std::string input_name = "host.ii";
     bool debug = false;
     for (std::size_t i = 0; i < host.compile.size(); ++i) {
       if (host.compile[i] == "-o" && i + 1 < host.compile.size()) {
@@ -361,6 +369,7 @@ class NvccLaunch : public Launch {
       const std::string& a = argv[i];
       if (a == "-c") {
         preprocess.push_back("-E");
+        if (gcc) preprocess.push_back("-fdirectives-only");
       } else if (a == "-o" && i + 1 < argv.size()) {
         preprocess.push_back(a);
         preprocess.push_back(prefix + "kcache-host.ii");
@@ -376,23 +385,37 @@ class NvccLaunch : public Launch {
         if (i + 1 < argv.size()) preprocess.push_back(argv[++i]);  // the preprocessor's; not the key's
         continue;
       }
-      if (a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U") || a.starts_with(prefix)) continue;
+      if (a.starts_with(prefix)) {
+        input_name = basename_of(a);  // the translation unit (the object's FILE symbol names it)
+        continue;
+      }
+      if (a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U")) continue;
       host.key_args.push_back(a);
     }
+    if (gcc) host.key_args.insert(host.key_args.end(), {"-fpreprocessed", "-fdirectives-only"});
+    if (!is_step_file_name(input_name)) input_name = "host.ii";
     if (target.empty()) return run_here(argv);
     stage(host.object, target);
     if (debug) {
       m_stats.add("host.local");
       return run_here(host.compile);
     }
-    host.prepare = [this, preprocess, prefix](HostCompile& h) {
+    host.prepare = [this, preprocess, prefix, gcc, input_name](HostCompile& h) {
       ProcessResult preprocessed;
       if (!run_here(preprocess, {}, &preprocessed, false)) return false;  // its warnings: the compile's
       std::string text = read_file(prefix + "kcache-host.ii");
       for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) {
         text.erase(at, prefix.size());
       }
-      h.inputs.emplace_back("host.ii", sha256(text));
+      // Macros are left for the compile: the time of day would not be in the text, so a unit
+      // that asks for it has no entry (the compile runs here, each time).
+      if (gcc && (text.find("__DATE__") != std::string::npos || text.find("__TIME__") != std::string::npos ||
+                  text.find("__TIMESTAMP__") != std::string::npos)) {
+        h.identity = make_error(ErrorCode::k_unimplemented, "the unit reads the time of its compile");
+        return true;
+      }
+      h.inputs.emplace_back(input_name, sha256(text));
+      if (gcc) h.text = std::move(text);
       return true;
     };
     host.identity = host_compiler_identity(argv.front(), "cc1plus");

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -83,13 +84,28 @@ bool is_step_file_name(std::string_view name);
 // launcher runs such a step itself).
 Expected<void> check_step(const StepSpec& spec);
 
-// Checks an input's bytes before a step runs on them: cicc and clang read theirs as preprocessed
-// C++, yet both still obey #include, #embed and the like in it, which would read any file of the
+// Checks an input's bytes before a step runs on them: cicc, clang and the host compiler read theirs
+// as preprocessed C++, yet all still obey #include, #embed and the like in it, which would read any file of the
 // daemon's host (into diagnostics or the output). Such text, as a preprocessor writes it, has no
-// directive but line markers (`# 12 "a.h"`, #line) and #pragma; anything else is refused, and so
+// directive but line markers (`# 12 "a.h"`, #line) and #pragma (and for the host compiler's
+// -fdirectives-only text, #define and #undef); anything else is refused, and so
 // are block comments (which could hide where a line starts), trigraphs and pragmas that name
 // files. INVALID_ARGUMENT naming the input and the line; other tools' inputs pass.
 Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes);
+
+// Whether a daemon may run this host step itself: the host compiler's flags only (the daemon
+// adds `-c INPUT -o object`), one input, the preprocessed text. Refused, naming the argument:
+// anything that names a file or folder ('/' anywhere, -I and the like, -o, -M*, -B, -specs,
+// -wrapper, -fplugin, -save-temps, -fdump-*), or a response file. INVALID_ARGUMENT otherwise;
+// the launcher then compiles the object itself.
+Expected<void> check_host_run(const StepSpec& spec);
+
+// A host compiler's identity (StepSpec::tool_digest of a host step): SHA-256s of its driver, of
+// its compiler proper (`proper`, as `-print-prog-name=` names it: cc1plus; none when empty) and of
+// what `--version` prints, through step_tool_identity. `digest_of` hashes a file (the launcher
+// keeps its digests by file identity). The launcher and the daemon both name compilers this way.
+Expected<Digest> host_compiler_identity(const std::string& driver, const std::string& proper,
+                                        const std::function<Expected<Digest>(const std::string&)>& digest_of);
 
 // A tool's identity (StepSpec::tool_digest) from the SHA-256s of the files it is made of, in
 // order: cicc's program, then libdevice.10.bc; clang's files (clang_identity_files), then
