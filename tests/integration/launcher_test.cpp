@@ -408,11 +408,25 @@ TEST_F(Launcher, ACompileClientsHostObjectIsTheDaemonsAndNoneOfItsOwnIsShared) {
   EXPECT_EQ(run({(work / "prog").string()}).output, "own code\n");
   std::string alices = read_all(work / "main.o");
 
+  // Alice's machine keeps its own whole compile: her warm rebuild takes it from there.
+  fs::remove(work / "main.o");
+  {
+    Token alice("alice-token-0123456789abcdef");
+    ASSERT_EQ(run_ok(compile, work), 0);
+  }
+  auto warm = counts();
+  EXPECT_EQ(warm["nvcc.local_hit"], 1);
+  EXPECT_EQ(warm["host.hit"] + warm["host.miss"] + warm["cicc.hit"] + warm["cicc.miss"], 0);
+  EXPECT_TRUE(read_all(work / "main.o") == alices);
+
+  // Bob's machine has none of Alice's own objects (its local store is off here).
   fs::remove(work / "main.o");
   fs::remove(work / "prog");
   {
     Token bob("bob-token-0123456789abcdef");
+    ::setenv("KCACHE_LOCAL_OBJECTS_SIZE", "0", 1);
     ASSERT_EQ(run_ok(compile, work), 0);
+    ::unsetenv("KCACHE_LOCAL_OBJECTS_SIZE");
   }
   auto second = counts();
   EXPECT_EQ(second["nvcc.miss"], 1) << "no whole-compile entry from a compile client";

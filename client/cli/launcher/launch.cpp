@@ -19,6 +19,7 @@
 
 #include "endpoint.hpp"
 #include "kcache/files.hpp"
+#include "launcher/local_objects.hpp"
 #include "launcher/nvcc_plan.hpp"
 
 extern char** environ;
@@ -440,6 +441,10 @@ bool Launch::host_object(HostCompile& host) {
     return compile_here();
   }
   v1::StepRequest request = object_request(StepTool::host, *host.identity, host.key_args, host.inputs);
+  if (take_local_object(request, StepTool::host, host.object)) {
+    if (early) early->join(), early.reset();
+    return true;
+  }
   auto found = ask_daemon(request, StepTool::host);
   if (holds_object(found)) {
     if (early) early->join(), early.reset();  // its object is replaced by the one found
@@ -465,6 +470,7 @@ bool Launch::host_object(HostCompile& host) {
   if (!compile_here()) return false;
   if (!found) {
     m_stats.add("host.local");
+    LocalObjects::open().put(request, read_file(host.object), {}, compiled.error_output);
     return true;
   }
   offer_object(std::move(request), StepTool::host, host.object, {}, compiled.error_output);
@@ -502,8 +508,9 @@ bool Launch::take_object(const v1::StepResponse& found, StepTool tool, const std
 void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
                           const std::string& err) {
   m_stats.add(std::string(step_tool_name(tool)) + ".miss");
+  auto keep_here = [&] { LocalObjects::open().put(request, read_file(object), out, err); };
   kcache::Client* c = client();
-  if (c == nullptr || m_unpublished) return;
+  if (c == nullptr || m_unpublished) return keep_here();
   request.mutable_offered()->set_name(std::string(k_step_object));
   request.mutable_offered()->set_content(read_file(object));
   request.set_offered_stdout(out);
@@ -514,9 +521,20 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
   if (kept.error().code == ErrorCode::k_permission_denied) {
     m_unpublished = true;  // the compile role: no later offer of this launch is sent
     m_stats.add(std::string(step_tool_name(tool)) + ".unpublished");
+    keep_here();
   } else {
     m_stats.add("launcher.refused." + std::string(step_tool_name(tool)));
   }
+}
+
+bool Launch::take_local_object(const v1::StepRequest& request, StepTool tool, const std::string& object) {
+  auto found = LocalObjects::open().get(request);
+  if (!found || !write_file(object, found->object)) return false;
+  Printed& p = printed();
+  p.out += found->stdout_text;
+  p.err += found->stderr_text;
+  m_stats.add(std::string(step_tool_name(tool)) + ".local_hit");
+  return true;
 }
 
 int Launch::unchanged(const std::vector<std::string>& real, const std::string& reason) {

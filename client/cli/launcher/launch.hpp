@@ -118,9 +118,13 @@ class Launch {
   static bool holds_object(const std::optional<v1::StepResponse>& found);
   bool take_object(const v1::StepResponse& found, StepTool tool, const std::string& object);
   // Offers the object compiled here, with what its compile printed, under the request's key; the
-  // build goes on whether the daemon keeps it or not.
+  // build goes on whether the daemon keeps it or not. What no daemon keeps for this client (it
+  // may not publish, or none answers) is kept in this machine's own objects instead.
   void offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
                     const std::string& err);
+  // This machine's own objects (local_objects.hpp), looked at before the daemon is asked: a hit
+  // writes `object`, keeps what its compile printed, and counts TOOL.local_hit.
+  bool take_local_object(const v1::StepRequest& request, StepTool tool, const std::string& object);
 
   // The host compiler driver's identity: its program, the compiler proper it names for `proper`
   // (cc1plus; empty: none) and its version text, kept by the driver's file identity.

@@ -216,8 +216,16 @@ class NvccLaunch : public Launch {
       inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(text));
     }
     v1::StepRequest request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
+    if (take_local_object(request, StepTool::nvcc, object_file())) {  // this machine's own
+      stage(object_file(), target);
+      m_whole_hit = true;
+      return;
+    }
     auto found = ask_daemon(request, StepTool::nvcc);
-    if (!found) return;  // the daemon is down, or refused: every step runs as before
+    if (!found) {  // the daemon is down, or refused: every step runs as before, kept here after
+      m_whole = std::move(request);
+      return;
+    }
     if (holds_object(found) && take_object(*found, StepTool::nvcc, object_file())) {
       stage(object_file(), target);
       m_whole_hit = true;
