@@ -47,6 +47,23 @@ std::string identity_hex(StepTool tool) {
   return to_hex(step_tool_identity(tool, digests));
 }
 
+// A clang device compile of one tiny kernel, as the launcher sends it.
+v1::StepRequest clang_request() {
+  v1::StepRequest r;
+  r.set_tool(v1::STEP_TOOL_CLANG);
+  r.set_tool_digest(identity_hex(StepTool::clang));
+  for (const char* a : {"-cc1", "-triple", "nvptx64-nvidia-cuda", "-fcuda-is-device", "-S", "-target-cpu", "sm_80",
+                        "-main-file-name", "k.cu", "-ferror-limit", "19", "-mlink-builtin-bitcode", "libdevice.10.bc",
+                        "-o", "f1.s", "-x", "cuda-cpp-output", "f0.cui"}) {
+    r.add_args(a);
+  }
+  v1::StepFile* in = r.add_inputs();
+  in->set_name("f0.cui");
+  in->set_content("# 1 \"k.cu\"\nextern \"C\" __attribute__((global)) void k(float* x) { x[0] = 1; }\n");
+  r.add_outputs("f1.s");
+  return r;
+}
+
 // Processes of the jail's user (nobody) on this machine.
 int processes_of_jail_user() {
   int count = 0;
@@ -86,23 +103,6 @@ class JailedSteps : public DaemonTest {
   static void skip_without(const fs::path& tool) {
     if (!fs::exists(tool)) GTEST_SKIP() << tool << " is absent";
     if (!fs::exists(k_libdevice)) GTEST_SKIP() << k_libdevice << " is absent (no CUDA toolkit)";
-  }
-
-  // A clang device compile of one tiny kernel, as the launcher sends it.
-  static v1::StepRequest clang_request() {
-    v1::StepRequest r;
-    r.set_tool(v1::STEP_TOOL_CLANG);
-    r.set_tool_digest(identity_hex(StepTool::clang));
-    for (const char* a : {"-cc1", "-triple", "nvptx64-nvidia-cuda", "-fcuda-is-device", "-S", "-target-cpu", "sm_80",
-                          "-main-file-name", "k.cu", "-ferror-limit", "19", "-mlink-builtin-bitcode", "libdevice.10.bc",
-                          "-o", "f1.s", "-x", "cuda-cpp-output", "f0.cui"}) {
-      r.add_args(a);
-    }
-    v1::StepFile* in = r.add_inputs();
-    in->set_name("f0.cui");
-    in->set_content("# 1 \"k.cu\"\nextern \"C\" __attribute__((global)) void k(float* x) { x[0] = 1; }\n");
-    r.add_outputs("f1.s");
-    return r;
   }
 
   // A cicc compile of one tiny kernel, as the launcher sends it for nvcc -arch=sm_80.
@@ -426,18 +426,7 @@ TEST_F(UnjailedAllowed, BuildStepsRunAndTheStatsSaySo) {
   EXPECT_EQ(stats->jail(), "none");
   EXPECT_TRUE(stats->steps_unjailed());
   if (!fs::exists(k_clang) || !fs::exists(k_libdevice)) GTEST_SKIP() << "no clang or libdevice to run a step with";
-  v1::StepRequest r;
-  r.set_tool(v1::STEP_TOOL_CLANG);
-  r.set_tool_digest(identity_hex(StepTool::clang));
-  for (const char* a : {"-cc1", "-triple", "nvptx64-nvidia-cuda", "-fcuda-is-device", "-S", "-target-cpu", "sm_80",
-                        "-mlink-builtin-bitcode", "libdevice.10.bc", "-o", "f1.s", "-x", "cuda-cpp-output", "f0.cui"}) {
-    r.add_args(a);
-  }
-  v1::StepFile* in = r.add_inputs();
-  in->set_name("f0.cui");
-  in->set_content("extern \"C\" __attribute__((global)) void k(float* x) { x[0] = 1; }\n");
-  r.add_outputs("f1.s");
-  auto ran = m_client->step(r);
+  auto ran = m_client->step(clang_request());
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_EQ(ran->exit_code(), 0) << ran->stderr_text();
 }
