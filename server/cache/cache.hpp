@@ -204,6 +204,10 @@ class Cache {
   // This machine's host compiler driver of that identity (kcache::host_compiler_identity), from
   // those on PATH's usual folders, each named once, when first asked; FAILED_PRECONDITION if none.
   Expected<std::filesystem::path> host_compiler(const Digest& identity);
+  // Starts naming them in the background (about 0.4 s of hashing cc1plus and asking each driver),
+  // at a build's first step: its host compile comes after its device steps.
+  void scan_host_compilers_soon();
+  void scan_host_compilers();  // under m_host_compilers_mutex
   // Why build steps may not run here (no jail, and not allowed without one); empty when they may.
   std::string steps_refused() const;
 
@@ -223,8 +227,9 @@ class Cache {
   std::array<StepCounters, k_step_tool_count> m_step_counters;  // by StepTool - 1
   std::mutex m_step_tool_mutex;                 // guards m_step_tools
   std::map<StepTool, Expected<Digest>> m_step_tools;
-  std::mutex m_host_compilers_mutex;  // guards m_host_compilers
+  std::mutex m_host_compilers_mutex;  // guards m_host_compilers and m_host_compilers_scan
   std::optional<std::map<Digest, std::filesystem::path>> m_host_compilers;  // by identity, once scanned
+  std::future<void> m_host_compilers_scan;  // started by the first step, so the host step finds it done
   mutable std::mutex m_uncacheable_mutex;  // guards m_uncacheable
   std::map<std::string, std::uint64_t> m_uncacheable;
 };

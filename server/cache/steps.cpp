@@ -76,6 +76,7 @@ void log_step(const StepAsk& ask, std::string_view key_hex, Clock::time_point st
 
 Expected<StepAnswer> Cache::step(const StepAsk& ask) {
   auto start = Clock::now();
+  scan_host_compilers_soon();
   std::string key_hex = "-";
   auto answered = answer_step(ask, key_hex);
   StepCounters& count = m_step_counters[static_cast<std::size_t>(ask.spec.tool) - 1];
@@ -198,37 +199,51 @@ std::string Cache::steps_refused() const {
          "), and was not started with --allow-unjailed-steps; the client runs the step itself";
 }
 
-Expected<std::filesystem::path> Cache::host_compiler(const Digest& identity) {
-  std::lock_guard lock(m_host_compilers_mutex);
-  if (!m_host_compilers) {
-    // Each C and C++ driver of the usual folders, by the name a build calls it (the name is part
-    // of what --version prints, so g++ and g++-12 are two identities of one program).
-    static const std::regex k_driver(R"((g\+\+|gcc|c\+\+|cc|clang\+\+|clang)(-[0-9]+(\.[0-9]+)*)?)");
-    std::map<std::string, Expected<Digest>> files;  // a file's digest by real path, hashed once
-    auto digest_of = [&files](const std::string& path) -> Expected<Digest> {
-      std::error_code ec;
-      std::string real = std::filesystem::canonical(path, ec).string();
-      if (ec) return make_error(ErrorCode::k_not_found, "cannot find " + path);
-      auto it = files.find(real);
-      if (it == files.end()) {
-        auto d = sha256_file(real);
-        it = files.emplace(real, d ? Expected<Digest>(*d) : make_error(ErrorCode::k_internal, "cannot read " + real)).first;
-      }
-      return it->second;
-    };
-    m_host_compilers.emplace();
-    for (const char* folder : {"/usr/bin", "/usr/local/bin"}) {
-      std::error_code ec;
-      for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
-        std::string name = entry.path().filename().string();
-        if (!std::regex_match(name, k_driver) || ::access(entry.path().c_str(), X_OK) != 0) continue;
-        if (auto id = host_compiler_identity(entry.path().string(), "cc1plus", digest_of)) {
-          m_host_compilers->emplace(*id, entry.path());
-        }
+void Cache::scan_host_compilers_soon() {
+  std::unique_lock lock(m_host_compilers_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || m_host_compilers || m_host_compilers_scan.valid()) return;
+  m_host_compilers_scan = std::async(std::launch::async, [this] {
+    std::lock_guard scan_lock(m_host_compilers_mutex);
+    scan_host_compilers();
+  });
+}
+
+void Cache::scan_host_compilers() {
+  if (m_host_compilers) return;
+  // Each C and C++ driver of the usual folders, by the name a build calls it (the name is part
+  // of what --version prints, so g++ and g++-12 are two identities of one program).
+  static const std::regex k_driver(R"((g\+\+|gcc|c\+\+|cc|clang\+\+|clang)(-[0-9]+(\.[0-9]+)*)?)");
+  std::map<std::string, Expected<Digest>> files;  // a file's digest by real path, hashed once
+  auto digest_of = [&files](const std::string& path) -> Expected<Digest> {
+    std::error_code ec;
+    std::string real = std::filesystem::canonical(path, ec).string();
+    if (ec) return make_error(ErrorCode::k_not_found, "cannot find " + path);
+    auto it = files.find(real);
+    if (it == files.end()) {
+      auto d = sha256_file(real);
+      it = files.emplace(real, d ? Expected<Digest>(*d) : make_error(ErrorCode::k_internal, "cannot read " + real)).first;
+    }
+    return it->second;
+  };
+  auto started = Clock::now();
+  m_host_compilers.emplace();
+  for (const char* folder : {"/usr/bin", "/usr/local/bin"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+      std::string name = entry.path().filename().string();
+      if (!std::regex_match(name, k_driver) || ::access(entry.path().c_str(), X_OK) != 0) continue;
+      if (auto id = host_compiler_identity(entry.path().string(), "cc1plus", digest_of)) {
+        m_host_compilers->emplace(*id, entry.path());
       }
     }
-    spdlog::info("host compilers for build steps: {} found", m_host_compilers->size());
   }
+  spdlog::info("host compilers for build steps: {} found in {:.0f} ms", m_host_compilers->size(),
+               std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+}
+
+Expected<std::filesystem::path> Cache::host_compiler(const Digest& identity) {
+  std::lock_guard lock(m_host_compilers_mutex);
+  scan_host_compilers();
   auto it = m_host_compilers->find(identity);
   if (it != m_host_compilers->end()) return it->second;
   return make_error(ErrorCode::k_failed_precondition,

@@ -445,12 +445,18 @@ bool Launch::host_object(HostCompile& host) {
     if (early) early->join(), early.reset();
     return true;
   }
-  auto found = ask_daemon(request, StepTool::host);
-  if (holds_object(found)) {
-    if (early) early->join(), early.reset();  // its object is replaced by the one found
-    return take_object(*found, StepTool::host, host.object);
+  // Looked up first, unless a device step of this compile missed: then the object is almost
+  // surely new, and the text goes at once (the daemon looks it up before it compiles).
+  const bool send_text = !host.text.empty() && host.inputs.size() == 1;
+  std::optional<v1::StepResponse> found;
+  if (!send_text || !m_device_missed) {
+    found = ask_daemon(request, StepTool::host);
+    if (holds_object(found)) {
+      if (early) early->join(), early.reset();  // its object is replaced by the one found
+      return take_object(*found, StepTool::host, host.object);
+    }
   }
-  if (found && !host.text.empty() && host.inputs.size() == 1) {
+  if (send_text && (found || m_device_missed)) {
     // The daemon compiles the text itself: its object, on the farm's cores.
     v1::StepRequest run = request;
     run.mutable_inputs(0)->clear_sha256();
@@ -458,6 +464,7 @@ bool Launch::host_object(HostCompile& host) {
     auto ran = ask_daemon(run, StepTool::host);
     if (holds_object(ran)) {
       if (early) early->join(), early.reset();
+      if (ran->outcome() == v1::OUTCOME_HIT) return take_object(*ran, StepTool::host, host.object);
       m_stats.add("host.miss");
       m_stats.add("host.compiled_by_daemon");
       Printed& p = printed();
@@ -468,7 +475,7 @@ bool Launch::host_object(HostCompile& host) {
     // here, where the compiler's own messages reach the build.
   }
   if (!compile_here()) return false;
-  if (!found) {
+  if (client() == nullptr) {  // no daemon answers: this machine keeps it
     m_stats.add("host.local");
     LocalObjects::open().put(request, read_file(host.object), {}, compiled.error_output);
     return true;
