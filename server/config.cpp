@@ -112,8 +112,9 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::ExistingFile)
       ->needs("--remote");
   app.add_option("--http-host", c.http_hosts,
-                 "A name clients reach the HTTP listeners by (repeatable): without --tokens-file, a request for any "
-                 "other name than an address, localhost or the machine's name is refused (DNS rebinding)");
+                 "A name clients reach the HTTP listeners by (repeatable; .svc allows every name ending so): without "
+                 "--tokens-file, a request for any other name than an address, localhost or the machine's name is "
+                 "refused (DNS rebinding)");
   app.add_option("--jail", c.jail,
                  "How tools run on peers' bytes: bwrap (a jail: its own namespaces, read-only toolkit, no network, "
                  "seccomp, limits) or none")

@@ -207,7 +207,8 @@ std::string Router::head_of(const httplib::Response& res, bool close) const {
 }
 
 std::string Router::host_refusal(std::string_view host) const {
-  if (m_hosts.empty()) return {};
+  // No Host at all: not a browser's request (browsers always send one), so no rebinding.
+  if (m_hosts.empty() || host.empty()) return {};
   // The name without its port: "[::1]:7879", "127.0.0.1:7879", "farm.example:7879".
   std::string_view name = host;
   if (name.starts_with('[')) {
@@ -219,7 +220,10 @@ std::string Router::host_refusal(std::string_view host) const {
   bool literal = name.starts_with('[') || (!name.empty() && name.find_first_not_of("0123456789.") == std::string_view::npos);
   if (literal || iequals(name, "localhost")) return {};
   for (const std::string& allowed : m_hosts) {
-    if (iequals(name, allowed)) return {};
+    // ".svc" allows every name that ends so (names no public zone can hand out).
+    bool suffix = allowed.starts_with('.') && name.size() > allowed.size() &&
+                  iequals(name.substr(name.size() - allowed.size()), allowed);
+    if (suffix || iequals(name, allowed)) return {};
   }
   std::string names;
   for (const std::string& allowed : m_hosts) names += (names.empty() ? "" : ", ") + allowed;

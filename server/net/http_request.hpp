@@ -91,8 +91,8 @@ class Router final : public httplib::Server {
   // Connection: close when `close`; Content-Length is `res`'s or its body's length.
   std::string head_of(const httplib::Response& res, bool close) const;
 
-  // Answers only requests whose Host names one of `names` (without a port, any case), an IP
-  // address, or localhost; the others get 421. Empty (the default): any Host. Against DNS
+  // Answers only requests whose Host names one of `names` (without a port, any case; a name that
+  // starts with '.' allows every name ending so), an IP address, or localhost; the others get 421. Empty (the default): any Host. Against DNS
   // rebinding, where a listener takes requests without a token.
   void allow_hosts(std::vector<std::string> names) { m_hosts = std::move(names); }
   // Why a request whose Host header is `host` (empty: none) is not answered; empty when it is.

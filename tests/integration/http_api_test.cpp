@@ -195,7 +195,9 @@ TEST_F(HttpApi, ARequestForAnotherHostNameIsRefusedWithoutTokens) {
 
 class NamedHttpApi : public HttpApi {
  protected:
-  std::vector<std::string> daemon_args() const override { return {"--http-host", "farm.example"}; }
+  std::vector<std::string> daemon_args() const override {
+    return {"--http-host", "farm.example", "--http-host", ".svc.cluster.local"};
+  }
 };
 
 TEST_F(NamedHttpApi, ANameGivenWithHttpHostIsServed) {
@@ -203,9 +205,14 @@ TEST_F(NamedHttpApi, ANameGivenWithHttpHostIsServed) {
   auto named = http.Get("/v1/fingerprint", httplib::Headers{{"Host", "farm.example:7879"}});
   ASSERT_TRUE(named);
   EXPECT_EQ(named->status, 200);
-  auto other = http.Get("/v1/fingerprint", httplib::Headers{{"Host", "other.example"}});
-  ASSERT_TRUE(other);
-  EXPECT_EQ(other->status, 421);
+  auto cluster = http.Get("/v1/fingerprint", httplib::Headers{{"Host", "kcached.farm.svc.cluster.local:7879"}});
+  ASSERT_TRUE(cluster);
+  EXPECT_EQ(cluster->status, 200);
+  for (const char* other : {"other.example", "svc.cluster.local.example", "cluster.local"}) {
+    auto res = http.Get("/v1/fingerprint", httplib::Headers{{"Host", other}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 421) << other;
+  }
 }
 
 // A build runs many compiles at once: 32 concurrent cached compiles (more than cpp-httplib's

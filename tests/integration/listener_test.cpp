@@ -140,8 +140,8 @@ class Listeners : public DaemonTest {
 TEST_F(Listeners, PipelinedRequestsAreAllAnsweredInOrder) {
   RawConnection c(http_port());
   ASSERT_TRUE(c.connected());
-  const std::string request = "GET /v1/fingerprint HTTP/1.1\r\nHost: kcache\r\n\r\n";
-  const std::string missing = "GET /v1/device/" + std::string(64, '0') + "/sm_90/ptx HTTP/1.1\r\nHost: kcache\r\n\r\n";
+  const std::string request = "GET /v1/fingerprint HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string missing = "GET /v1/device/" + std::string(64, '0') + "/sm_90/ptx HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   ASSERT_TRUE(c.send(request + missing + request));  // one write: three requests
   std::string body = fingerprint() + "\n";
   std::string got = c.read_until([&](const std::string& s) { return count(s, body) == 2; }, milliseconds(5000));
@@ -185,7 +185,7 @@ TEST_F(Listeners, ReadersThatStopReadingABigImageHoldNoThreadAndNoCopy) {
 
   constexpr int k_stalled = 40;
   std::vector<std::unique_ptr<RawConnection>> stalled;
-  const std::string request = "GET /v1/device/" + big_key.hex() + "/sm_90/ptx HTTP/1.1\r\nHost: kcache\r\n\r\n";
+  const std::string request = "GET /v1/device/" + big_key.hex() + "/sm_90/ptx HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   for (int i = 0; i < k_stalled; ++i) {
     stalled.push_back(std::make_unique<RawConnection>(port));
     ASSERT_TRUE(stalled.back()->connected());
@@ -249,7 +249,7 @@ TEST_F(Listeners, SlowClientsHoldNoThreadAndAreCutOffAtTheirDeadline) {
   auto started = Clock::now();
   std::atomic<bool> stop{false};
   std::thread trickle([&] {
-    const std::string request = "GET /v1/fingerprint HTTP/1.1\r\nHost: kcache\r\n\r\n";
+    const std::string request = "GET /v1/fingerprint HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     for (std::size_t at = 0; !stop && at < request.size() - 1; ++at) {  // never the last byte
       for (int i = 0; i < 100; ++i) (void)slow[static_cast<std::size_t>(i)]->send(request.substr(at, 1));
       std::this_thread::sleep_for(milliseconds(200));  // the clients' pace, not a wait for the daemon
