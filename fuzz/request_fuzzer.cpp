@@ -68,11 +68,13 @@ void step_request(std::string_view bytes) {
   // The bytes as a step's input, whatever they are.
   (void)kcache::check_step_input(kcache::StepTool::cicc, "f0.ii", bytes);
   (void)kcache::check_step_input(kcache::StepTool::clang, "f0.cui", bytes);
+  (void)kcache::check_step_input(kcache::StepTool::host, "k.cpp", bytes);  // comments and literals set aside
   kcache::v1::StepRequest request;
   if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return;
   auto ask = kcache::wire::step_ask(request);
   if (!ask) return;
   (void)kcache::compute_step_key(ask->spec, ask->input_digests);
+  if (ask->spec.tool == kcache::StepTool::host) (void)kcache::check_host_run(ask->spec);
 }
 
 }  // namespace

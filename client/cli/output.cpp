@@ -158,6 +158,7 @@ void print_stats(const GlobalFlags& g, const v1::Stats& s) {
   j["compile_seconds_sum"] = s.compile_seconds_sum();
   j["hit_ratio"] = wire::hit_ratio(s);
   j["remote"] = s.remote();
+  j["jail"] = {{"mode", s.jail()}, {"reason", s.jail_reason()}, {"steps_unjailed", s.steps_unjailed()}};
   json tiers = json::object();
   for (const auto& t : s.tier_seconds()) tiers[t.tier()] = {{"buckets", buckets_json(t.buckets())}, {"sum", t.sum()}};
   j["tier_seconds"] = tiers;
@@ -185,6 +186,10 @@ void print_stats(const GlobalFlags& g, const v1::Stats& s) {
   }
   for (const auto& [name, value] : counters) std::printf("%-24s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
   std::printf("%-24s %s\n", "remote", s.remote().empty() ? "none (--remote)" : s.remote().c_str());
+  std::string jail = s.jail() != "none" ? s.jail()
+                     : "none (" + s.jail_reason() + "): build steps " +
+                           (s.steps_unjailed() ? "run unjailed (--allow-unjailed-steps)" : "refused");
+  std::printf("%-24s %s\n", "jail", jail.c_str());
   std::printf("%-24s %.2f %% (%llu of %llu compile requests)\n", "hit rate", 100.0 * wire::hit_ratio(s),
               static_cast<unsigned long long>(s.hits()),
               static_cast<unsigned long long>(s.hits() + s.misses() + s.coalesced()));

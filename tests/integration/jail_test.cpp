@@ -413,6 +413,9 @@ TEST_F(Unjailed, BuildStepsAreRefusedAndTheStatsSaySo) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::k_failed_precondition);
   EXPECT_NE(refused.error().message.find("--allow-unjailed-steps"), std::string::npos) << refused.error().message;
+  CommandResult cli = run_cli({"stats"}, m_daemon->address());
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_NE(cli.out.find("none (started with --jail none): build steps refused"), std::string::npos) << cli.out;
 }
 
 class UnjailedAllowed : public DaemonTest {
