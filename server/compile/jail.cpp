@@ -113,9 +113,9 @@ class DataPipe {
   int m_fd = -1;
 };
 
-// Gives the tool's user (nobody, when the daemon is root) the folder and what is in it.
-Expected<void> hand_over(const fs::path& folder) {
-  auto give = [](const fs::path& p) { return ::lchown(p.c_str(), k_jail_uid, k_jail_uid) == 0; };
+// Gives the tool's user (`uid`, when the daemon is root) the folder and what is in it.
+Expected<void> hand_over(const fs::path& folder, unsigned uid) {
+  auto give = [uid](const fs::path& p) { return ::lchown(p.c_str(), uid, uid) == 0; };
   if (!give(folder)) return make_error(ErrorCode::k_internal, "cannot give " + folder.string() + " to the jail's user: " + std::strerror(errno));
   std::error_code ec;
   for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
@@ -129,6 +129,8 @@ Expected<void> hand_over(const fs::path& folder) {
 
 }  // namespace
 
+unsigned jail_uid() { return k_jail_uid_base + static_cast<unsigned>(::getpid()); }
+
 Jail Jail::none(std::string reason) {
   Jail jail;
   jail.m_mode = Mode::none;
@@ -141,6 +143,7 @@ Jail Jail::bwrap(JailPolicy policy) {
   jail.m_mode = Mode::bwrap;
   jail.m_policy = std::move(policy);
   jail.m_as_root = ::geteuid() == 0;
+  jail.m_uid = jail_uid();
   auto program = seccomp_program();
   if (!program) return none(program.error().message);
   jail.m_seccomp = *std::move(program);
@@ -186,11 +189,11 @@ std::vector<std::string> Jail::command(const std::vector<std::string>& argv, con
   out.push_back("--nofile=" + std::to_string(m_policy.max_open_files));
   out.push_back("--core=0");
   if (m_policy.max_memory_bytes > 0) out.push_back("--as=" + std::to_string(m_policy.max_memory_bytes));
-  // Counted per user: only where the tool has a user of its own (nobody) does it bound the jail.
+  // Counted per user: only where the tool has a user of its own (as root) does it bound the jail.
   if (m_as_root) out.push_back("--nproc=" + std::to_string(m_policy.max_processes));
   out.push_back("--");
   if (m_as_root) {
-    std::string id = std::to_string(k_jail_uid);
+    std::string id = std::to_string(m_uid);
     out.insert(out.end(), {k_setpriv, "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"});
   }
   out.insert(out.end(), {k_bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
@@ -224,7 +227,7 @@ Expected<ProcessResult> Jail::run(const std::vector<std::string>& argv, const fs
     return run_process(argv, options);
   }
   if (m_as_root) {
-    if (auto given = hand_over(folder); !given) return given.error();
+    if (auto given = hand_over(folder, m_uid); !given) return given.error();
   }
   DataPipe filter(m_seccomp);
   if (filter.fd() < 0) return make_error(ErrorCode::k_internal, std::string("cannot pass the seccomp filter: ") + std::strerror(errno));

@@ -13,8 +13,9 @@
 //   - a seccomp filter (libseccomp) refusing what a compiler never does: sockets other than
 //     AF_UNIX, mount and namespace calls, ptrace and other processes' memory, kernel modules,
 //     keyrings, BPF, perf, io_uring, userfaultfd, and every 32-bit system call;
-//   - limits (prlimit): processes (when the daemon runs as root, the tool runs as `nobody`, whose
-//     RLIMIT_NPROC counts only such tools), CPU seconds (the job's deadline), file size (a step's
+//   - limits (prlimit): processes (when the daemon runs as root, the tool runs as a user of its
+//     own, jail_uid(): its worker's, whose RLIMIT_NPROC counts that one jail's processes alone, so a
+//     fork bomb in one step takes no process from another), CPU seconds (the job's deadline), file size (a step's
 //     256 MiB output limit), open files, address space (the worker's memory limit), no core
 //     files; and the process's output, which is cut and the tool killed past its limit.
 // Why bubblewrap: it is packaged, small, setuid-free where user namespaces are allowed, and
@@ -38,7 +39,7 @@ struct JailPolicy {
   // Folders the tools read besides the system's (the CUDA toolkit, LLVM outside /usr): bound
   // read-only at their real paths, with the path given kept as a symbolic link to it.
   std::vector<std::filesystem::path> read_only;
-  unsigned max_processes = 256;                  // processes and threads (RLIMIT_NPROC), as nobody
+  unsigned max_processes = 256;                  // processes and threads (RLIMIT_NPROC), as jail_uid()
   std::uint64_t max_file_bytes = 256ULL << 20;   // RLIMIT_FSIZE: no file a tool writes is larger
   std::uint64_t max_memory_bytes = 0;            // RLIMIT_AS; 0: the worker's own limit applies
   unsigned max_open_files = 256;                 // RLIMIT_NOFILE
@@ -78,10 +79,14 @@ class Jail {
   std::string m_reason;
   JailPolicy m_policy;
   std::string m_seccomp;  // the filter as BPF, given to bwrap on a pipe for each run
-  bool m_as_root = false; // the daemon is root: tools run as nobody
+  bool m_as_root = false; // the daemon is root: tools run as m_uid
+  unsigned m_uid = 0;     // jail_uid() of the process that made the jail
 };
 
-// The uid and gid jailed tools run as when the daemon is root: nobody and nogroup.
-inline constexpr unsigned k_jail_uid = 65534;
+// The uids (and gids) jailed tools run as when the daemon is root: one per process that runs
+// them (a worker runs one step at a time), k_jail_uid_base + its pid, no account of any kind.
+// Each is a user of its own: its process limit counts its own jail's processes only.
+inline constexpr unsigned k_jail_uid_base = 1000000000;
+unsigned jail_uid();
 
 }  // namespace kcache::server

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,7 @@ v1::StepRequest clang_request() {
   return r;
 }
 
-// Processes of the jail's user (nobody) on this machine.
+// Processes of jails' users (k_jail_uid_base and above) on this machine.
 int processes_of_jail_user() {
   int count = 0;
   for (const auto& entry : fs::directory_iterator("/proc")) {
@@ -73,7 +74,10 @@ int processes_of_jail_user() {
     std::ifstream status(entry.path() / "status");
     for (std::string line; std::getline(status, line);) {
       if (line.starts_with("Uid:")) {
-        count += line.find("\t" + std::to_string(server::k_jail_uid) + "\t") != std::string::npos;
+        std::istringstream fields(line.substr(4));
+        unsigned long long uid = 0;
+        fields >> uid;
+        count += uid >= server::k_jail_uid_base;
         break;
       }
     }
@@ -306,7 +310,7 @@ TEST_F(JailedSteps, NothingEscapesTheJail) {
   policy.read_only = {k_cuda};
   policy.max_memory_bytes = 512ULL << 20;
   policy.max_file_bytes = 1ULL << 20;
-  const int nobody_before = processes_of_jail_user();  // other programs' on this machine
+  const int jailed_before = processes_of_jail_user();  // other jails' on this machine
   Jail jail = Jail::probe(policy);
   if (jail.mode() != Jail::Mode::bwrap) GTEST_SKIP() << "no jail on this machine: " << jail.reason();
   const std::string port = m_daemon->address().substr(m_daemon->address().rfind(':') + 1);
@@ -365,7 +369,7 @@ TEST_F(JailedSteps, NothingEscapesTheJail) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 8s) << "the fork bomb outlived its deadline";
   ASSERT_FALSE(bomb) << "the fork bomb ended by itself: " << bomb->output;
   EXPECT_EQ(bomb.error().code, ErrorCode::k_deadline_exceeded) << bomb.error().message;
-  EXPECT_TRUE(eventually([&] { return processes_of_jail_user() <= nobody_before; }, 10s))
+  EXPECT_TRUE(eventually([&] { return processes_of_jail_user() <= jailed_before; }, 10s))
       << "the fork bomb's processes outlived the jail: " << processes_of_jail_user() << " of the jail's user";
   start = std::chrono::steady_clock::now();
   auto sleeper = run("sleep 60", 1s);
