@@ -360,15 +360,13 @@ Toolchain detect_toolchain(const std::filesystem::path& cuda_root, CubinAssemble
 JailPolicy jail_policy(const Toolchain& toolchain, std::uint64_t memory_limit) {
   JailPolicy policy;
   if (!toolchain.cuda_root.empty()) policy.read_only.push_back(toolchain.cuda_root);
-  for (const std::filesystem::path& program : {toolchain.ptxas, toolchain.nvlink, toolchain.lld}) {
+  // Each program's installation (bin/..), the clang build steps run (the LLVM kcached was built
+  // with) among them; under /usr/lib on Debian, which the jail binds anyway.
+  const std::filesystem::path clang = KCACHE_CLANG_PATH;
+  for (const std::filesystem::path& program : {toolchain.ptxas, toolchain.nvlink, toolchain.lld, clang}) {
     std::error_code ec;
     std::filesystem::path real = program.empty() ? program : std::filesystem::canonical(program, ec);
     if (!ec && !real.empty()) policy.read_only.push_back(real.parent_path().parent_path());
-  }
-  // The clang build steps run: the LLVM kcached was built with (under /usr/lib on Debian).
-  std::error_code ec;
-  if (std::filesystem::path clang = KCACHE_CLANG_PATH; !clang.empty() && std::filesystem::exists(clang, ec)) {
-    policy.read_only.push_back(std::filesystem::canonical(clang, ec).parent_path().parent_path());
   }
   policy.max_memory_bytes = memory_limit;
   return policy;
@@ -376,9 +374,8 @@ JailPolicy jail_policy(const Toolchain& toolchain, std::uint64_t memory_limit) {
 
 Expected<ProcessResult> run_tool(const Toolchain& toolchain, const std::vector<std::string>& argv,
                                  const std::filesystem::path& folder, ProcessOptions options) {
-  if (toolchain.jail) return toolchain.jail->run(argv, folder, std::move(options));
-  if (options.cwd.empty()) options.cwd = folder;
-  return run_process(argv, options);
+  static const Jail k_unjailed = Jail::none("the daemon's own runs");
+  return (toolchain.jail ? *toolchain.jail : k_unjailed).run(argv, folder, std::move(options));
 }
 
 }  // namespace kcache::server

@@ -467,9 +467,7 @@ bool Launch::host_object(HostCompile& host) {
       if (ran->outcome() == v1::OUTCOME_HIT) return take_object(*ran, StepTool::host, host.object);
       m_stats.add("host.miss");
       m_stats.add("host.compiled_by_daemon");
-      Printed& p = printed();
-      p.out += ran->stdout_text(), p.err += ran->stderr_text();
-      return write_file(host.object, ran->outputs(0).content());
+      return use_object(ran->outputs(0).content(), ran->stdout_text(), ran->stderr_text(), host.object);
     }
     // It could not (another compiler, an option it does not run, or the compile failed there):
     // here, where the compiler's own messages reach the build.
@@ -504,11 +502,16 @@ bool Launch::holds_object(const std::optional<v1::StepResponse>& found) {
 }
 
 bool Launch::take_object(const v1::StepResponse& found, StepTool tool, const std::string& object) {
-  if (!write_file(object, found.outputs(0).content())) return false;
-  Printed& p = printed();
-  p.out += found.stdout_text();
-  p.err += found.stderr_text();
+  if (!use_object(found.outputs(0).content(), found.stdout_text(), found.stderr_text(), object)) return false;
   m_stats.add(std::string(step_tool_name(tool)) + ".hit");
+  return true;
+}
+
+bool Launch::use_object(std::string_view bytes, std::string_view out, std::string_view err, const std::string& object) {
+  if (!write_file(object, bytes)) return false;
+  Printed& p = printed();
+  p.out += out;
+  p.err += err;
   return true;
 }
 
@@ -536,10 +539,7 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
 
 bool Launch::take_local_object(const v1::StepRequest& request, StepTool tool, const std::string& object) {
   auto found = LocalObjects::open().get(request);
-  if (!found || !write_file(object, found->object)) return false;
-  Printed& p = printed();
-  p.out += found->stdout_text;
-  p.err += found->stderr_text;
+  if (!found || !use_object(found->object, found->stdout_text, found->stderr_text, object)) return false;
   m_stats.add(std::string(step_tool_name(tool)) + ".local_hit");
   return true;
 }

@@ -117,6 +117,9 @@ class Launch {
   // `object` and keeps what its compile printed, to print.
   static bool holds_object(const std::optional<v1::StepResponse>& found);
   bool take_object(const v1::StepResponse& found, StepTool tool, const std::string& object);
+  // Writes an object from anywhere but this compile (the daemon, this machine's store) to
+  // `object`, and keeps what its compile printed, to print; false when it cannot be written.
+  bool use_object(std::string_view bytes, std::string_view out, std::string_view err, const std::string& object);
   // Offers the object compiled here, with what its compile printed, under the request's key; the
   // build goes on whether the daemon keeps it or not. What no daemon keeps for this client (it
   // may not publish, or none answers) is kept in this machine's own objects instead.
