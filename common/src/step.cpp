@@ -683,4 +683,9 @@ Key compute_step_key(const StepSpec& spec, std::span<const Digest> input_digests
   return Key{h.finish()};
 }
 
+bool image_belongs_to(Side side, ImageKind kind, std::string_view arch) {
+  if (side == Side::host && kind == ImageKind::file) return arch == k_step_stdout || arch == k_step_stderr;
+  return kind_side(kind) == side;
+}
+
 }  // namespace kcache

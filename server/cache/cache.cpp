@@ -344,6 +344,9 @@ remote::Pull Cache::pull(Side side, const Key& key, const std::vector<ImageReque
     spdlog::debug("remote read of {:.12} failed: {}", key.hex(), entry.error().message);
     return remote::Pull::unavailable;
   }
+  // The whole entry or a miss: an entry with any part refused or missing (its compile's printed
+  // text included) is never served in part.
+  if (!entry->rejected.empty() || entry->partial) return remote::Pull::miss;
   bool complete = wanted == nullptr
                       ? !entry->images.empty()
                       : std::all_of(wanted->begin(), wanted->end(), [&](const ImageRequest& w) {

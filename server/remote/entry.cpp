@@ -163,7 +163,7 @@ DecodedEntry decode_fields(const FleetSecret& secret, Side side, const Key& key,
       continue;
     }
     auto decoded = records::decode_meta(meta, id->arch);
-    if (!decoded || decoded->kind != id->kind || kind_side(decoded->kind) != side) {
+    if (!decoded || decoded->kind != id->kind || !image_belongs_to(side, decoded->kind, decoded->arch)) {
       out.rejected.push_back(name + ": signed metadata that does not decode as this image's");
       continue;
     }

@@ -141,11 +141,8 @@ Expected<void> Store::Impl::put_shared(Side side, const Key& key, const EntryRec
     }
     // The host side holds objects, each checked by the wall, and beside a build step's object the
     // text its compile printed (printed again on a hit, never linked).
-    bool host_text = side == Side::host && image.meta.kind == ImageKind::file &&
-                     (image.meta.arch == k_step_stdout || image.meta.arch == k_step_stderr);
-    if (host_text) continue;
-    if (kind_side(image.meta.kind) != side) return refuse("the image kind belongs to the other side");
-    if (side != Side::host) continue;
+    if (!image_belongs_to(side, image.meta.kind, image.meta.arch)) return refuse("the image kind belongs to the other side");
+    if (side != Side::host || image.meta.kind != ImageKind::object) continue;
     if (!m_host_image_check) return refuse("no host image check is configured");
     if (auto checked = m_host_image_check(image.data); !checked) return refuse(checked.error().message);
   }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "kcache/step.hpp"
 #include "store/records.hpp"
 #include "store/store_impl.hpp"
 
@@ -61,7 +62,7 @@ Expected<VerifyReport> Store::Impl::verify(bool repair) {
       std::string name = id->arch + "." + std::string(kind_name(id->kind));
       auto meta = decode_meta(value, id->arch);
       if (!meta || meta->kind != id->kind) return problem("image " + name + ": undecodable metadata");
-      if (kind_side(meta->kind) != side) return problem("image " + name + ": a kind of the other side");
+      if (!image_belongs_to(side, meta->kind, meta->arch)) return problem("image " + name + ": a kind of the other side");
       if (auto bad = g.unreadable_payloads.find(suffix); bad != g.unreadable_payloads.end()) {
         return problem("image " + name + ": unreadable payload: " + bad->second);
       }

@@ -317,6 +317,71 @@ TEST_F(Fleet, AnEntryRewrittenWithoutTheFleetSecretIsNeverServed) {
   EXPECT_EQ(sb.remote_hits(), 0u);
 }
 
+// A build step's host entry holds its object and what its compile printed (its warnings): a
+// second daemon serves both from Redis, so a build on another machine prints the same warnings.
+// Whatever part of such an entry it cannot verify makes the whole entry a miss: never the object
+// without its text.
+TEST_F(Fleet, AHostStepEntryIsServedWholeWithItsWarningsOrNotAtAll) {
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url()), b = join("b", redis->url()), c = join("c", redis->url());
+  auto host = [](char input) {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_HOST);
+    r.set_tool_digest(std::string(64, 'a'));
+    r.add_args("-O2");
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("host.ii");
+    in->set_sha256(std::string(64, input));
+    r.add_outputs("object");
+    return r;
+  };
+  const std::string object = host_object_with_llc("define i32 @f() {\n  ret i32 7\n}\n");
+  const std::string warning = "linear.cu(8): warning #177-D: variable \"unused\" was declared but never referenced\n";
+  for (char input : {'b', 'c'}) {
+    v1::StepRequest offer = host(input);
+    offer.mutable_offered()->set_name("object");
+    offer.mutable_offered()->set_content(object);
+    offer.set_offered_stderr(warning);
+    auto kept = a.client->step(offer);
+    ASSERT_TRUE(kept) << kept.error().message;
+  }
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_writes() == 2; })) << "both entries reach Redis";
+
+  auto found = b.client->step(host('b'));
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->outcome(), v1::OUTCOME_HIT);
+  ASSERT_EQ(found->outputs_size(), 1);
+  EXPECT_TRUE(found->outputs(0).content() == object);
+  EXPECT_EQ(found->stderr_text(), warning) << "the warnings came with the object";
+  EXPECT_EQ(b.stats().remote_rejected(), 0u);
+  EXPECT_EQ(b.stats().remote_hits(), 1u);
+
+  // The second entry's text forged (its signed metadata kept, its bytes changed): C finds the
+  // entry's object intact, but serves nothing of it.
+  server::remote::Redis redis_client(*server::remote::parse_redis_url(redis->url()));
+  auto names = redis_client.command("", {"KEYS", "*"});
+  ASSERT_TRUE(names && names->type == server::remote::RedisReply::Type::array);
+  int forged = 0;
+  for (const auto& name : names->elements) {
+    auto text = redis_client.command(name.str, {"HGET", name.str, "i:stderr.file"});
+    if (!text || text->type != server::remote::RedisReply::Type::string) continue;
+    auto other = redis_client.command(name.str, {"HGET", name.str, "i:object.obj"});
+    ASSERT_TRUE(other && other->type == server::remote::RedisReply::Type::string);
+    if (found->outputs(0).content() != other->str) continue;
+    std::string changed = text->str;
+    changed[0] = 'X';
+    auto set = redis_client.command(name.str, {"HSET", name.str, "i:stderr.file", changed});
+    ASSERT_TRUE(set && !set->is_error());
+    ++forged;
+  }
+  ASSERT_EQ(forged, 2) << "both host entries hold the text";
+  auto refused = c.client->step(host('c'));
+  ASSERT_TRUE(refused) << refused.error().message;
+  EXPECT_EQ(refused->outcome(), v1::OUTCOME_MISS) << "an entry with a refused part is a miss";
+  EXPECT_EQ(refused->outputs_size(), 0) << "never the object without its warnings";
+  EXPECT_GE(c.stats().remote_rejected(), 1u);
+}
+
 // Anyone with Redis access can make an entry as large as Redis allows (512 MB a value). A daemon
 // reads no reply larger than the largest entry it would write (4 x --max-module-size), so such a
 // value is refused on its announced length, counted, and the job compiled; the daemon never read it.

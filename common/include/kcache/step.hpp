@@ -54,6 +54,12 @@ inline constexpr std::string_view k_step_object = "object";
 inline constexpr std::string_view k_step_stdout = "stdout";
 inline constexpr std::string_view k_step_stderr = "stderr";
 
+// Whether an image of `kind` named `arch` may be kept on `side`: device kinds on the device
+// side, objects on the host side, and beside a host step's object the text its compile printed
+// (file images named stdout and stderr: printed again on a hit, never linked or loaded). The one
+// rule the store, its check and the fleet's reader all apply.
+bool image_belongs_to(Side side, ImageKind kind, std::string_view arch);
+
 struct StepSpec {
   StepTool tool = StepTool::cicc;
   // The tool's identity: SHA-256 over its program and what it reads besides its inputs (cicc:
