@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kcache/search_path.hpp"
+
 extern char** environ;
 
 namespace kcache {
@@ -60,20 +62,12 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv, const 
   int rc = 0;
   if (options.search_path && options.env != nullptr && argv[0].find('/') == std::string::npos) {
     // posix_spawnp searches the caller's PATH; the child's is the one that names its programs.
-    std::string path = "/usr/local/bin:/usr/bin:/bin";
+    std::string path(k_default_path);
     for (const std::string& e : *options.env) {
       if (e.starts_with("PATH=")) path = e.substr(5);
     }
-    rc = ENOENT;
-    for (std::size_t begin = 0; begin <= path.size();) {
-      std::size_t end = std::min(path.find(':', begin), path.size());
-      std::string candidate = (end == begin ? std::string(".") : path.substr(begin, end - begin)) + "/" + argv[0];
-      if (access(candidate.c_str(), X_OK) == 0) {
-        rc = posix_spawn(&pid, candidate.c_str(), &actions, nullptr, args.data(), envp);
-        break;
-      }
-      begin = end + 1;
-    }
+    std::string found = search_path(argv[0], path);
+    rc = found.empty() ? ENOENT : posix_spawn(&pid, found.c_str(), &actions, nullptr, args.data(), envp);
   } else if (options.search_path) {
     rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp);
   } else {

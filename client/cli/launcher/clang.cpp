@@ -16,44 +16,12 @@
 
 #include "launcher/launch.hpp"
 #include "launcher/nvcc_plan.hpp"
+#include "launcher/options.hpp"
 
 namespace kcache::launcher {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Options of the clang driver that do something other than compile CUDA to an object, or whose
-// output names paths (debug info).
-std::optional<std::string> uncacheable_clang_option(const std::vector<std::string>& args) {
-  static const std::vector<std::string_view> k_modes = {
-      "-E",  "-M",  "-MM", "-S", "-emit-llvm", "-fsyntax-only", "--cuda-device-only", "--cuda-host-only",
-      "--offload-device-only", "--offload-host-only", "-###", "-v", "--version", "-flto", "-fmodules",
-      "--precompile", "-fembed-bitcode", "--cuda-compile-host-device"};
-  bool compile = false;
-  for (const std::string& a : args) {
-    for (std::string_view mode : k_modes) {
-      if (a == mode) return "option " + a + " (clang)";
-    }
-    if (a.starts_with("-save-temps") || a.starts_with("-print-") || a.starts_with("-flto=")) return "option " + a + " (clang)";
-    if (a.starts_with("-g") && a != "-g0") return "option -g (clang)";
-    if (a == "-c") compile = true;
-  }
-  if (!compile) return std::string("not a compile (clang)");
-  return std::nullopt;
-}
-
-// Preprocessor options of a cc1 line (with their value when `separate`): the preprocessed text
-// holds what they did, so the compile of that text and its key leave them out.
-bool preprocessor_option(std::string_view a, bool& separate) {
-  static const std::vector<std::string_view> k_separate = {
-      "-I", "-internal-isystem", "-internal-externc-isystem", "-isystem", "-iquote", "-idirafter", "-include",
-      "-D", "-U", "-resource-dir", "-dependency-file", "-MT", "-MQ", "-fdebug-compilation-dir",
-      "-fcoverage-compilation-dir"};
-  separate = std::find(k_separate.begin(), k_separate.end(), a) != k_separate.end();
-  if (separate) return true;
-  return a == "-sys-header-deps" || a == "-MP" || a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U") ||
-         a.starts_with("-fdebug-compilation-dir=") || a.starts_with("-fcoverage-compilation-dir=");
-}
 
 class ClangLaunch : public Launch {
  public:
@@ -63,7 +31,17 @@ class ClangLaunch : public Launch {
     std::vector<std::string> real = {m_compiler};
     real.insert(real.end(), m_args.begin(), m_args.end());
     if (auto reason = expand_response_files()) return unchanged(real, *reason);
-    if (auto reason = uncacheable_clang_option(m_args)) return unchanged(real, *reason);
+    Invocation invocation = clang_invocation(m_args);
+    if (!invocation.unchanged.empty()) return unchanged(real, invocation.unchanged);
+    if (invocation.per_source.size() > 1) {
+      // Each source its own compile and object, in order; the first that fails ends it, with
+      // clang's own messages and exit code.
+      m_stats.add("launcher.several_sources");
+      for (const std::vector<std::string>& one : invocation.per_source) {
+        if (int code = ClangLaunch(m_compiler, one).run(); code != 0) return code;
+      }
+      return 0;
+    }
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");
@@ -226,41 +204,36 @@ class ClangLaunch : public Launch {
     Split out;
     out.preprocess.push_back(argv.front());
     out.compile.push_back(argv.front());
-    for (std::size_t i = 1; i < argv.size(); ++i) {
-      const std::string& a = argv[i];
-      bool last = i + 1 == argv.size();
-      bool separate = false;
-      if (a == action) {
+    const std::span<const std::string> words(argv.begin() + 1, argv.end());
+    std::vector<Arg> args = read_args(cc1_options(), words);
+    for (std::size_t k = 0; k < args.size(); ++k) {
+      const Arg& a = args[k];
+      auto first = words.begin() + static_cast<std::ptrdiff_t>(a.index);
+      std::vector<std::string> written(first, first + static_cast<std::ptrdiff_t>(a.count));
+      const bool last = k + 1 == args.size();  // the source
+      if (written.front() == action) {
         out.preprocess.push_back("-E");
-        out.compile.push_back(a);
-      } else if (a == "-o" && !last) {
+        out.compile.push_back(written.front());
+      } else if (a.affects(k_output)) {
         out.preprocess.insert(out.preprocess.end(), {"-o", text});
         out.compile.insert(out.compile.end(), {"-o", output});
-        ++i;
-      } else if (a == "-x" && !last) {
-        out.preprocess.insert(out.preprocess.end(), {"-x", argv[i + 1]});
+      } else if (a.affects(k_language)) {
+        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
         out.compile.insert(out.compile.end(), {"-x", "cuda-cpp-output"});
-        ++i;
       } else if (last) {
-        out.preprocess.push_back(a);
+        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
         out.compile.push_back(text);
-      } else if (preprocessor_option(a, separate)) {
-        bool dependency = a == "-dependency-file" || a == "-MT" || a == "-MQ" || a == "-sys-header-deps" || a == "-MP";
-        if (!dependency || deps) {
-          out.preprocess.push_back(a);
-          if (separate) {
-            std::string value = argv[i + 1];
-            if (a == "-dependency-file") {
-              stage(work() + "kcache-dependencies.d", value);
-              value = work() + "kcache-dependencies.d";
-            }
-            out.preprocess.push_back(value);
-          }
+      } else if (a.affects(k_preprocessor)) {
+        // The preprocessor's alone; the dependency file's only where asked (the host side).
+        if (a.affects(k_dependency) && !deps) continue;
+        if (a.spelling == "-dependency-file" && a.count == 2) {
+          stage(work() + "kcache-dependencies.d", a.value);
+          written.back() = work() + "kcache-dependencies.d";
         }
-        if (separate) ++i;
+        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
       } else {
-        out.preprocess.push_back(a);
-        out.compile.push_back(a);
+        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
+        out.compile.insert(out.compile.end(), written.begin(), written.end());
       }
     }
     return out;
@@ -337,10 +310,9 @@ class ClangLaunch : public Launch {
 
 bool is_cuda_compile(const std::vector<std::string>& args) {
   bool cuda = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "-x" && i + 1 < args.size()) cuda = args[i + 1] == "cuda";
-    if (args[i].starts_with("-x") && args[i].size() > 2) cuda = args[i] == "-xcuda";
-    if (!args[i].starts_with("-") && args[i].ends_with(".cu") && (i == 0 || args[i - 1] != "-o")) cuda = true;
+  for (const Arg& a : read_args(clang_options(), args)) {
+    if (a.affects(k_language)) cuda = a.value == "cuda";
+    if (a.is_input() && args[a.index].ends_with(".cu")) cuda = true;
   }
   return cuda;
 }

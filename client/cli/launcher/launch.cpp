@@ -19,6 +19,7 @@
 
 #include "endpoint.hpp"
 #include "kcache/files.hpp"
+#include "kcache/search_path.hpp"
 #include "launcher/local_objects.hpp"
 #include "launcher/nvcc_plan.hpp"
 
@@ -110,16 +111,8 @@ std::string basename_of(std::string_view path) {
 }
 
 std::string find_program(const std::string& name, const std::map<std::string, std::string>& env) {
-  if (name.find('/') != std::string::npos) return name;
   auto it = env.find("PATH");
-  std::string path = it == env.end() ? "/usr/bin:/bin" : it->second;
-  for (std::size_t begin = 0; begin <= path.size();) {
-    std::size_t end = std::min(path.find(':', begin), path.size());
-    std::string candidate = path.substr(begin, end - begin) + "/" + name;
-    if (end > begin && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-    begin = end + 1;
-  }
-  return {};
+  return search_path(name, it == env.end() ? k_default_path : std::string_view(it->second));
 }
 
 std::string read_file(const std::string& path) { return read_whole_file(path); }
@@ -128,13 +121,6 @@ bool write_file(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return static_cast<bool>(out);
-}
-
-bool is_host_compiler(std::string_view program) {
-  static const std::vector<std::string_view> k_hosts = {"gcc", "g++", "cc", "c++", "clang", "clang++"};
-  if (std::find(k_hosts.begin(), k_hosts.end(), program) != k_hosts.end()) return true;
-  return program.starts_with("gcc-") || program.starts_with("g++-") || program.starts_with("clang++-") ||
-         program.starts_with("clang-") || program.ends_with("-gcc") || program.ends_with("-g++");
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include "kcache/process.hpp"
 #include "kcache/sha256.hpp"
 #include "kcache/step.hpp"
+#include "launcher/options.hpp"
 
 namespace kcache::launcher {
 
@@ -53,8 +54,6 @@ bool write_file(const std::string& path, std::string_view bytes);
 // `name` as PATH (of `env`) finds it; a name with a '/' is itself.
 std::string find_program(const std::string& name, const std::map<std::string, std::string>& env);
 
-// Whether a program of a compiler's plan is a host C++ compiler driver (gcc, g++, clang++-22...).
-bool is_host_compiler(std::string_view program);
 
 // Each launch works in a folder of its own under the temporary folder: kcache-cc-<pid>-XXXXXX.
 inline constexpr const char* k_work_folder_prefix = "kcache-cc-";

@@ -9,36 +9,26 @@
 #include <string>
 #include <vector>
 
+#include "kcache/search_path.hpp"
 #include "launcher/launch.hpp"
+#include "launcher/options.hpp"
 
 namespace kcache::launcher {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool is_nvcc(std::string_view name) { return basename_of(name) == "nvcc"; }
-
-bool is_clang(std::string_view name) {
-  std::string base = basename_of(name);
-  return base == "clang++" || base == "clang" || base.starts_with("clang++-") || base.starts_with("clang-");
-}
-
-// The nvcc that PATH finds after this program (kcache installed as nvcc early on PATH).
-std::string next_nvcc() {
+// The program of `name` that PATH finds after this one (kcache installed under a compiler's name
+// early on PATH: a masquerade symlink).
+std::string next_on_path(const std::string& name) {
   std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   const char* path = std::getenv("PATH");
-  std::string p = path ? path : "";
-  for (std::size_t begin = 0; begin <= p.size();) {
-    std::size_t end = std::min(p.find(':', begin), p.size());
-    fs::path candidate = fs::path(p.substr(begin, end - begin)) / "nvcc";
-    begin = end + 1;
-    if (::access(candidate.c_str(), X_OK) != 0) continue;
-    fs::path real = fs::canonical(candidate, ec);
-    if (ec || real == self || real.filename() == "kcache" || real.filename() == "kcache-grpc") continue;
-    return candidate.string();
-  }
-  return {};
+  return search_path(name, path ? path : k_default_path, [&](const fs::path& candidate) {
+    std::error_code e;
+    fs::path real = fs::canonical(candidate, e);
+    return e || real == self || real.filename() == "kcache" || real.filename() == "kcache-grpc";
+  });
 }
 
 // Runs the real compiler in place of this process: its outputs, diagnostics and exit code.
@@ -54,30 +44,33 @@ std::string next_nvcc() {
 }  // namespace
 
 std::optional<int> launch_if_compiler(int argc, char** argv) {
+  if (argc < 1) return std::nullopt;
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (argc >= 1 && is_nvcc(argv[0])) {
-    std::string real = next_nvcc();
-    if (real.empty()) {
-      std::fprintf(stderr, "kcache: run as nvcc, but no other nvcc is on PATH\n");
+  std::string compiler;
+  // Run under a compiler's name (a masquerade symlink): the real one is the next on PATH.
+  if (CompilerKind kind = compiler_kind(argv[0]); kind != CompilerKind::none) {
+    const std::string name = basename_of(argv[0]);
+    compiler = next_on_path(name);
+    if (compiler.empty()) {
+      std::fprintf(stderr, "kcache: run as %s, but no other %s is on PATH\n", name.c_str(), name.c_str());
       return 127;
     }
-    return launch_nvcc(real, args);
+  } else if (!args.empty() && compiler_kind(args.front()) != CompilerKind::none) {
+    compiler = args.front();  // `kcache COMPILER ARGS...` (a build's compiler launcher)
+    args.erase(args.begin());
+  } else {
+    return std::nullopt;  // a kcache subcommand
   }
-  if (args.empty()) return std::nullopt;
-  const std::string first = args.front();
-  std::string name = basename_of(first);
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (is_nvcc(first)) return launch_nvcc(first, rest);
-  if (is_clang(first) && is_cuda_compile(rest)) return launch_clang(first, rest);
-  if (is_clang(first) || name == "g++" || name == "gcc" || name == "c++" || name == "cc") {
-    // Host C and C++ are not kcache's: the compiler runs as it would, in this process's place,
-    // so a build using kcache as its launcher for every language never breaks.
-    LocalStats stats;
-    stats.add("uncacheable.compiler " + name);
-    stats.write();
-    exec_compiler(args);
-  }
-  return std::nullopt;
+  CompilerKind kind = compiler_kind(compiler);
+  if (kind == CompilerKind::nvcc) return launch_nvcc(compiler, args);
+  if (kind == CompilerKind::clang && is_cuda_compile(args)) return launch_clang(compiler, args);
+  // Host C and C++ are not kcache's: the compiler runs as it would, in this process's place, so a
+  // build using kcache as its launcher for every language never breaks.
+  LocalStats stats;
+  stats.add("uncacheable.compiler " + basename_of(compiler));
+  stats.write();
+  args.insert(args.begin(), compiler);
+  exec_compiler(args);
 }
 
 }  // namespace kcache::launcher

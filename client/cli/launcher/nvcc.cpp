@@ -5,11 +5,13 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <span>
 
 #include "kcache/headers_digest.hpp"
 #include "launcher/launcher.hpp"
 #include "launcher/launch.hpp"
 #include "launcher/nvcc_plan.hpp"
+#include "launcher/options.hpp"
 
 namespace kcache::launcher {
 namespace {
@@ -36,31 +38,10 @@ std::string fixed_temporary_names(std::string word) {
   return word;
 }
 
-// A host compiler flag that puts debug information in the object (which then names the work
-// folder); -gno-record-gcc-switches only leaves the flags out of it.
-bool asks_debug_info(const std::string& arg) { return arg.starts_with("-g") && arg != "-gno-record-gcc-switches"; }
-
-// Options after which nvcc does something other than compile one file to an object.
-std::optional<std::string> uncacheable_nvcc_option(const std::vector<std::string>& args) {
-  static const std::vector<std::string_view> k_modes = {
-      "-E",       "--preprocess", "-M",      "--generate-dependencies", "-MM", "--generate-nonsystem-dependencies",
-      "-run",     "--run",        "-lib",    "--lib",                   "-link", "--link",
-      "-dlink",   "--device-link", "-ptx",   "--ptx",                   "-cubin", "--cubin",
-      "-fatbin",  "--fatbin",     "-cuda",   "--cuda",                  "-optix-ir", "--optix-ir",
-      "-dryrun",  "--dryrun",     "-V",      "--version",               "-h", "--help",
-      "-keep",    "--keep",       "-save-temps", "--save-temps",        "-keep-dir", "--keep-dir",
-      "-lto",     "-dlto",        "--dlink-time-opt", "-odir",          "--output-directory", "-ltoir", "--ltoir"};
-  bool compile = false;
-  for (const std::string& a : args) {
-    for (std::string_view mode : k_modes) {
-      if (a == mode) return "option " + a;
-    }
-    if (a == "-c" || a == "--compile" || a == "-dc" || a == "--device-c" || a == "-dw" || a == "--device-w") {
-      compile = true;
-    }
-  }
-  if (!compile) return std::string("not a compile (linking)");
-  return std::nullopt;
+// Whether a host compile's arguments ask for debug information (which names the work folder).
+bool asks_debug_info(const std::vector<std::string>& argv) {
+  return first_with(host_compiler_options(), std::vector<std::string>(argv.begin() + 1, argv.end()), k_debug_info)
+      .has_value();
 }
 
 class NvccLaunch : public Launch {
@@ -71,7 +52,17 @@ class NvccLaunch : public Launch {
     std::vector<std::string> real = {m_compiler};
     real.insert(real.end(), m_args.begin(), m_args.end());
     if (auto reason = expand_options_files()) return unchanged(real, *reason);
-    if (auto reason = uncacheable_nvcc_option(m_args)) return unchanged(real, *reason);
+    Invocation invocation = nvcc_invocation(m_args);
+    if (!invocation.unchanged.empty()) return unchanged(real, invocation.unchanged);
+    if (invocation.per_source.size() > 1) {
+      // Each source its own compile and object, in order, as nvcc compiles them; the first that
+      // fails ends the build with nvcc's own messages and exit code.
+      m_stats.add("launcher.several_sources");
+      for (const std::vector<std::string>& one : invocation.per_source) {
+        if (int code = NvccLaunch(m_compiler, one).run(); code != 0) return code;
+      }
+      return 0;
+    }
     if (work().empty()) return unchanged(real, "no temporary folder");
     if (auto reason = plan()) return unchanged(real, *reason);
     m_stats.add("launcher.compiles");
@@ -162,11 +153,8 @@ class NvccLaunch : public Launch {
       preprocessed |= is_preprocessor(step);
       if (!is_host_compiler(basename_of(step.argv.front())) || !is_host_compile(step.argv)) continue;
       ++host_compiles;
-      for (std::size_t i = 0; i < step.argv.size(); ++i) {
-        const std::string& a = step.argv[i];
-        if (asks_debug_info(a)) return {};
-        if (a == "-o" && i + 1 < step.argv.size()) target = step.argv[i + 1];
-      }
+      if (asks_debug_info(step.argv)) return {};
+      target = object_path(host_compiler_options(), std::vector<std::string>(step.argv.begin() + 1, step.argv.end()));
     }
     return preprocessed && host_compiles == 1 ? target : std::string();
   }
@@ -275,6 +263,13 @@ class NvccLaunch : public Launch {
       bool known = std::find(k_known.begin(), k_known.end(), program) != k_known.end() || is_host_compiler(program);
       if (!known) return "plan step " + program;
     }
+    // One source, one host compile: a plan that compiles more (a source the option table did not
+    // see) runs unchanged rather than stage two objects into one.
+    auto host_compiles = std::count_if(m_steps.begin(), m_steps.end(), [&](const PlanStep& step) {
+      return step.kind == PlanStep::Kind::run && is_host_compiler(basename_of(step.argv.front())) &&
+             is_host_compile(step.argv);
+    });
+    if (host_compiles > 1) return "several sources in nvcc's plan";
     m_whole_target = whole_compile_target();
     return std::nullopt;
   }
@@ -323,28 +318,12 @@ class NvccLaunch : public Launch {
   bool write_dependencies(const std::string& target) {
     std::vector<std::string> texts;
     for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
-    std::string rule_target;
-    bool phony = false;
-    for (std::size_t i = 0; i < m_args.size(); ++i) {
-      if ((m_args[i] == "-MT" || m_args[i] == "--dependency-target-name") && i + 1 < m_args.size()) rule_target = m_args[i + 1];
-      if (m_args[i] == "-MP" || m_args[i] == "--generate-dependency-targets") phony = true;
-    }
-    if (rule_target.empty()) rule_target = output_path();
+    DependencyOptions deps = dependency_options(nvcc_options(), m_args);
+    if (deps.target.empty()) deps.target = object_path(nvcc_options(), m_args);
     std::string staged = work() + "kcache-dependencies.d";
-    if (!write_file(staged, dependency_file(rule_target, texts, phony))) return false;
+    if (!write_file(staged, dependency_file(deps.target, texts, deps.phony))) return false;
     stage(staged, target);
     return true;
-  }
-
-  // The object nvcc writes: -o, else the source's name with .o.
-  std::string output_path() const {
-    for (std::size_t i = 0; i + 1 < m_args.size(); ++i) {
-      if (m_args[i] == "-o" || m_args[i] == "--output-file") return m_args[i + 1];
-    }
-    for (const std::string& a : m_args) {
-      if (a.ends_with(".cu")) return fs::path(basename_of(a)).replace_extension(".o").string();
-    }
-    return "a.o";
   }
 
   // The host compile of cudafe++'s output: its object looked up by what the host compiler
@@ -359,46 +338,38 @@ class NvccLaunch : public Launch {
     const std::string& prefix = work();
     std::string target;
     HostCompile host;
-    host.compile = argv;
+    host.compile = {argv.front()};
     host.object = prefix + "kcache-object.o";
-    std::vector<std::string> preprocess;
+    std::vector<std::string> preprocess = {argv.front()};
     const std::string compiler = basename_of(argv.front());
-    const bool gcc = compiler.find("clang") == std::string::npos;
+    const bool gcc = compiler_kind(compiler) == CompilerKind::gcc;
     std::string input_name = "host.ii";
     bool debug = false;
-    for (std::size_t i = 0; i < host.compile.size(); ++i) {
-      if (host.compile[i] == "-o" && i + 1 < host.compile.size()) {
-        target = host.compile[i + 1];
-        host.compile[i + 1] = host.object;
+    const std::span<const std::string> words(argv.begin() + 1, argv.end());
+    for (const Arg& a : read_args(host_compiler_options(), words)) {
+      auto first = words.begin() + static_cast<std::ptrdiff_t>(a.index);
+      std::vector<std::string> written(first, first + static_cast<std::ptrdiff_t>(a.count));
+      if (a.affects(k_output)) {
+        target = a.value;
+        host.compile.insert(host.compile.end(), {"-o", host.object});
+        preprocess.insert(preprocess.end(), {"-o", prefix + "kcache-host.ii"});
+        continue;
       }
-      if (asks_debug_info(host.compile[i])) debug = true;
-    }
-    for (std::size_t i = 0; i < argv.size(); ++i) {
-      const std::string& a = argv[i];
-      if (a == "-c") {
+      host.compile.insert(host.compile.end(), written.begin(), written.end());
+      if (a.affects(k_compile_mode)) {
         preprocess.push_back("-E");
         if (gcc) preprocess.push_back("-fdirectives-only");
-      } else if (a == "-o" && i + 1 < argv.size()) {
-        preprocess.push_back(a);
-        preprocess.push_back(prefix + "kcache-host.ii");
-        ++i;
         continue;
-      } else {
-        preprocess.push_back(a);
       }
+      preprocess.insert(preprocess.end(), written.begin(), written.end());
+      debug |= a.affects(k_debug_info);
       // The key's arguments: what changes the object beyond the preprocessed text.
-      if (i == 0 || a == "-c") continue;
-      bool takes_value = a == "-I" || a == "-isystem" || a == "-include" || a == "-D" || a == "-U" || a == "-iquote";
-      if (takes_value) {
-        if (i + 1 < argv.size()) preprocess.push_back(argv[++i]);  // the preprocessor's; not the key's
+      if (a.affects(k_preprocessor)) continue;
+      if (a.is_input() && written.front().starts_with(prefix)) {
+        input_name = basename_of(written.front());  // the translation unit (the object's FILE symbol names it)
         continue;
       }
-      if (a.starts_with(prefix)) {
-        input_name = basename_of(a);  // the translation unit (the object's FILE symbol names it)
-        continue;
-      }
-      if (a.starts_with("-I") || a.starts_with("-D") || a.starts_with("-U")) continue;
-      host.key_args.push_back(a);
+      host.key_args.insert(host.key_args.end(), written.begin(), written.end());
     }
     if (gcc) host.key_args.insert(host.key_args.end(), {"-fpreprocessed", "-fdirectives-only"});
     if (!is_step_file_name(input_name)) input_name = "host.ii";
