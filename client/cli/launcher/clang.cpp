@@ -15,6 +15,7 @@
 #include <span>
 
 #include "launcher/launch.hpp"
+#include "launcher/clang_plan.hpp"
 #include "launcher/nvcc_plan.hpp"
 #include "launcher/options.hpp"
 
@@ -93,41 +94,12 @@ class ClangLaunch : public Launch {
     dry.insert(dry.end(), m_args.begin(), m_args.end());
     auto ran = dry_run(dry);
     if (!ran || ran->exit_code != 0) return "clang -### failed";
-    std::size_t begin = 0;
-    const std::string& text = ran->error_output;
-    while (begin < text.size()) {
-      std::size_t end = std::min(text.find('\n', begin), text.size());
-      std::string_view line(text.data() + begin, end - begin);
-      begin = end + 1;
-      if (line.starts_with(" \"")) {
-        auto words = shell_words(line, {});
-        if (!words || words->empty()) return "plan syntax (clang)";
-        m_commands.push_back(std::move(*words));
-      } else if (line.find(": warning: ") != std::string_view::npos || line.find(": note: ") != std::string_view::npos) {
-        m_driver_diagnostics += std::string(line) + "\n";  // the driver's own, which the compile would print
-      }
-    }
-    if (m_commands.empty()) return "empty plan (clang)";
-    std::string source;
-    for (std::vector<std::string>& argv : m_commands) {
-      std::string program = basename_of(argv.front());
-      static const std::vector<std::string_view> k_local = {"fatbinary", "llvm-offload-binary", "clang-offload-bundler",
-                                                            "clang-offload-packager"};
-      bool cc1 = argv.size() > 2 && argv[1] == "-cc1";
-      bool known = program == "ptxas" || std::find(k_local.begin(), k_local.end(), program) != k_local.end() ||
-                   (cc1 && (is_device_compile(argv) || is_host_compile(argv)));
-      if (!known) return "plan step " + program + " (clang)";
-      if (!cc1) continue;
-      if (source.empty()) source = argv.back();
-      if (argv.back() != source) return "several sources (clang)";
-    }
+    ClangPlanOrReason read = read_clang_plan(ran->error_output);
+    if (!read.plan) return read.reason;
     // One CUDA unit name for the same source whatever folder builds it (see the top of this file).
-    std::string cuid = "-cuid=" + to_hex(sha256("kcache-cuid\0" + unit_path(source))).substr(0, 16);
-    for (std::vector<std::string>& argv : m_commands) {
-      for (std::string& a : argv) {
-        if (a.starts_with("-cuid=")) a = cuid;
-      }
-    }
+    name_the_unit(*read.plan, unit_path(read.plan->source));
+    m_commands = std::move(read.plan->commands);
+    m_driver_diagnostics = std::move(read.plan->driver_diagnostics);
     return std::nullopt;
   }
 
@@ -157,16 +129,6 @@ class ClangLaunch : public Launch {
     return {};
   }
 
-  static bool has(const std::vector<std::string>& argv, std::string_view word) {
-    return std::find(argv.begin(), argv.end(), word) != argv.end();
-  }
-  static bool is_device_compile(const std::vector<std::string>& argv) {
-    return has(argv, "-fcuda-is-device") && has(argv, "-S") && has(argv, "nvptx64-nvidia-cuda");
-  }
-  static bool is_host_compile(const std::vector<std::string>& argv) {
-    return !has(argv, "-fcuda-is-device") && has(argv, "-emit-obj");
-  }
-
   // One command of the plan; `unit` numbers the device compiles.
   bool run_command(const std::vector<std::string>& argv, int unit) {
     std::string program = basename_of(argv.front());
@@ -193,49 +155,12 @@ class ClangLaunch : public Launch {
     return step_tool_identity(tool, files);
   }
 
-  // A cc1 line split in two: `preprocess` writes the preprocessed text to `text` (and the
-  // dependency file, when `deps`); `compile` compiles that text to `output`, without the
-  // preprocessor's options.
-  struct Split {
-    std::vector<std::string> preprocess, compile;
-  };
-  Split split(const std::vector<std::string>& argv, std::string_view action, const std::string& text, bool deps,
-              const std::string& output) {
-    Split out;
-    out.preprocess.push_back(argv.front());
-    out.compile.push_back(argv.front());
-    const std::span<const std::string> words(argv.begin() + 1, argv.end());
-    std::vector<Arg> args = read_args(cc1_options(), words);
-    for (std::size_t k = 0; k < args.size(); ++k) {
-      const Arg& a = args[k];
-      auto first = words.begin() + static_cast<std::ptrdiff_t>(a.index);
-      std::vector<std::string> written(first, first + static_cast<std::ptrdiff_t>(a.count));
-      const bool last = k + 1 == args.size();  // the source
-      if (written.front() == action) {
-        out.preprocess.push_back("-E");
-        out.compile.push_back(written.front());
-      } else if (a.affects(k_output)) {
-        out.preprocess.insert(out.preprocess.end(), {"-o", text});
-        out.compile.insert(out.compile.end(), {"-o", output});
-      } else if (a.affects(k_language)) {
-        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
-        out.compile.insert(out.compile.end(), {"-x", "cuda-cpp-output"});
-      } else if (last) {
-        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
-        out.compile.push_back(text);
-      } else if (a.affects(k_preprocessor)) {
-        // The preprocessor's alone; the dependency file's only where asked (the host side).
-        if (a.affects(k_dependency) && !deps) continue;
-        if (a.spelling == "-dependency-file" && a.count == 2) {
-          stage(work() + "kcache-dependencies.d", a.value);
-          written.back() = work() + "kcache-dependencies.d";
-        }
-        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
-      } else {
-        out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
-        out.compile.insert(out.compile.end(), written.begin(), written.end());
-      }
-    }
+  // A cc1 line split in two (split_cc1), its dependency file staged where it names one.
+  ClangSplit split(const std::vector<std::string>& argv, std::string_view action, const std::string& text, bool deps,
+                   const std::string& output) {
+    const std::string dependencies = work() + "kcache-dependencies.d";
+    ClangSplit out = split_cc1(argv, action, text, deps, output, dependencies);
+    if (!out.dependency_target.empty()) stage(dependencies, out.dependency_target);
     return out;
   }
 
@@ -243,7 +168,7 @@ class ClangLaunch : public Launch {
   bool device_compile(const std::vector<std::string>& argv, int unit) {
     std::string output = output_of(argv);
     std::string text = work() + "device-" + std::to_string(unit) + ".cui";
-    Split s = split(argv, "-S", text, false, output);
+    ClangSplit s = split(argv, "-S", text, false, output);
     if (!run_here(s.preprocess)) return false;
     std::string libdevice;
     for (std::size_t i = 0; i + 1 < s.compile.size(); ++i) {
@@ -269,7 +194,7 @@ class ClangLaunch : public Launch {
     HostCompile host;
     host.object = host_object_path();
     const std::string text = host_text();
-    const Split& s = m_host;
+    const ClangSplit& s = m_host;
     host.compile = s.compile;
     for (std::size_t i = 1; i < s.compile.size(); ++i) {
       std::string a = s.compile[i];
@@ -302,20 +227,11 @@ class ClangLaunch : public Launch {
   }
 
   std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order
-  Split m_host;                                      // the host side's, once preprocessed
+  ClangSplit m_host;                                      // the host side's, once preprocessed
   std::string m_driver_diagnostics;
 };
 
 }  // namespace
-
-bool is_cuda_compile(const std::vector<std::string>& args) {
-  bool cuda = false;
-  for (const Arg& a : read_args(clang_options(), args)) {
-    if (a.affects(k_language)) cuda = a.value == "cuda";
-    if (a.is_input() && args[a.index].ends_with(".cu")) cuda = true;
-  }
-  return cuda;
-}
 
 int launch_clang(const std::string& clang, const std::vector<std::string>& args) { return ClangLaunch(clang, args).run(); }
 

@@ -210,7 +210,5 @@ class Launch {
 // The launches: each the compiler's exit code (nvcc.cpp, clang.cpp).
 int launch_nvcc(const std::string& nvcc, const std::vector<std::string>& args);
 int launch_clang(const std::string& clang, const std::vector<std::string>& args);
-// Whether clang's arguments compile CUDA (-x cuda, or a .cu source).
-bool is_cuda_compile(const std::vector<std::string>& args);
 
 }  // namespace kcache::launcher

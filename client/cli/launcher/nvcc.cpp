@@ -18,32 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// nvcc's temporary names carry its process ID and a counter (tmpxft_0000a1b2_00000000-6_a.ptx);
-// written as one fixed name, the same work has the same names, and so the same key and bytes.
-std::string fixed_temporary_names(std::string word) {
-  constexpr std::string_view k_prefix = "tmpxft_";
-  for (std::size_t at = word.find(k_prefix); at != std::string::npos; at = word.find(k_prefix, at + 1)) {
-    std::size_t i = at + k_prefix.size();
-    auto hex_run = [&](std::size_t from) {
-      if (from + 8 > word.size()) return false;
-      for (std::size_t k = from; k < from + 8; ++k) {
-        if (!std::isxdigit(static_cast<unsigned char>(word[k]))) return false;
-      }
-      return true;
-    };
-    if (hex_run(i) && i + 8 < word.size() && word[i + 8] == '_' && hex_run(i + 9)) {
-      word.replace(i, 17, "00000000_00000000");
-    }
-  }
-  return word;
-}
-
-// Whether a host compile's arguments ask for debug information (which names the work folder).
-bool asks_debug_info(const std::vector<std::string>& argv) {
-  return first_with(host_compiler_options(), std::vector<std::string>(argv.begin() + 1, argv.end()), k_debug_info)
-      .has_value();
-}
-
 class NvccLaunch : public Launch {
  public:
   using Launch::Launch;
@@ -91,16 +65,16 @@ class NvccLaunch : public Launch {
       const PlanStep& step = m_steps[i];
       Task task;
       task.slot = i;
-      task.barrier = step.kind != PlanStep::Kind::run || is_host_compile(step.argv);
+      task.barrier = step.kind != PlanStep::Kind::run || is_host_compile(step.argv, work());
       switch (step.kind) {
         case PlanStep::Kind::assign:
           task.run = [this, &step] { return m_env[step.name] = step.value, true; };
           break;
         case PlanStep::Kind::remove:
-          task.run = [&step] {
+          task.run = [this, &step] {
             for (const std::string& f : step.argv) {
               std::error_code ec;
-              fs::remove(f, ec);
+              if (f.starts_with(work())) fs::remove(f, ec);  // nvcc's temporaries; never a file of the build's
             }
             return true;
           };
@@ -132,31 +106,6 @@ class NvccLaunch : public Launch {
     first.push_back(std::move(look));
     first.insert(first.end(), std::make_move_iterator(past.begin()), std::make_move_iterator(past.end()));
     return first;
-  }
-
-  bool is_preprocessor(const PlanStep& step) const {
-    return step.kind == PlanStep::Kind::run && is_host_compiler(basename_of(step.argv.front())) &&
-           std::find(step.argv.begin(), step.argv.end(), "-E") != step.argv.end();
-  }
-
-  // Where the host compile writes the object, when the whole compile can be looked up: a plan
-  // whose assignments all come first, with preprocessors and one host compile, without -g (whose
-  // debug info names the work folder); empty otherwise.
-  std::string whole_compile_target() const {
-    std::string target;
-    bool ran = false, preprocessed = false;
-    int host_compiles = 0;
-    for (const PlanStep& step : m_steps) {
-      if (step.kind == PlanStep::Kind::assign && ran) return {};
-      if (step.kind != PlanStep::Kind::assign) ran = true;
-      if (step.kind != PlanStep::Kind::run) continue;
-      preprocessed |= is_preprocessor(step);
-      if (!is_host_compiler(basename_of(step.argv.front())) || !is_host_compile(step.argv)) continue;
-      ++host_compiles;
-      if (asks_debug_info(step.argv)) return {};
-      target = object_path(host_compiler_options(), std::vector<std::string>(step.argv.begin() + 1, step.argv.end()));
-    }
-    return preprocessed && host_compiles == 1 ? target : std::string();
   }
 
   // The object the host compile writes in the work folder (host_step), or a whole compile's hit.
@@ -257,20 +206,9 @@ class NvccLaunch : public Launch {
     for (PlanStep& step : m_steps) {
       for (std::string& w : step.argv) w = fixed_temporary_names(std::move(w));
       step.target = fixed_temporary_names(std::move(step.target));
-      if (step.kind != PlanStep::Kind::run) continue;
-      static const std::vector<std::string_view> k_known = {"cicc", "ptxas", "cudafe++", "fatbinary", "nvlink"};
-      std::string program = basename_of(step.argv.front());
-      bool known = std::find(k_known.begin(), k_known.end(), program) != k_known.end() || is_host_compiler(program);
-      if (!known) return "plan step " + program;
     }
-    // One source, one host compile: a plan that compiles more (a source the option table did not
-    // see) runs unchanged rather than stage two objects into one.
-    auto host_compiles = std::count_if(m_steps.begin(), m_steps.end(), [&](const PlanStep& step) {
-      return step.kind == PlanStep::Kind::run && is_host_compiler(basename_of(step.argv.front())) &&
-             is_host_compile(step.argv);
-    });
-    if (host_compiles > 1) return "several sources in nvcc's plan";
-    m_whole_target = whole_compile_target();
+    if (auto refused = plan_refusal(m_steps, work())) return refused;
+    m_whole_target = whole_compile_target(m_steps, work());
     return std::nullopt;
   }
 
@@ -278,7 +216,7 @@ class NvccLaunch : public Launch {
     std::string program = basename_of(argv.front());
     if (program == "cicc") return device_step(StepTool::cicc, argv, cicc_identity(argv.front()));
     if (program == "ptxas") return device_step(StepTool::ptxas, argv, program_identity(argv.front()));
-    if (is_host_compiler(program) && is_host_compile(argv)) return host_step(argv);
+    if (is_host_compiler(program) && is_host_compile(argv, work())) return host_step(argv);
     return run_here(argv);
   }
 
@@ -309,12 +247,6 @@ class NvccLaunch : public Launch {
     }
   }
 
-  bool is_host_compile(const std::vector<std::string>& argv) const {
-    if (std::find(argv.begin(), argv.end(), "-c") == argv.end()) return false;
-    return std::any_of(argv.begin(), argv.end(),
-                       [&](const std::string& a) { return a.starts_with(work()) && a.ends_with(".cudafe1.cpp"); });
-  }
-
   bool write_dependencies(const std::string& target) {
     std::vector<std::string> texts;
     for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
@@ -336,43 +268,15 @@ class NvccLaunch : public Launch {
   // preprocess fully, and their objects are made here.
   bool host_step(const std::vector<std::string>& argv) {
     const std::string& prefix = work();
-    std::string target;
+    HostSplit split = split_host_compile(argv, prefix, prefix + "kcache-object.o", prefix + "kcache-host.ii");
     HostCompile host;
-    host.compile = {argv.front()};
+    host.compile = split.compile;
     host.object = prefix + "kcache-object.o";
-    std::vector<std::string> preprocess = {argv.front()};
-    const std::string compiler = basename_of(argv.front());
-    const bool gcc = compiler_kind(compiler) == CompilerKind::gcc;
-    std::string input_name = "host.ii";
-    bool debug = false;
-    const std::span<const std::string> words(argv.begin() + 1, argv.end());
-    for (const Arg& a : read_args(host_compiler_options(), words)) {
-      auto first = words.begin() + static_cast<std::ptrdiff_t>(a.index);
-      std::vector<std::string> written(first, first + static_cast<std::ptrdiff_t>(a.count));
-      if (a.affects(k_output)) {
-        target = a.value;
-        host.compile.insert(host.compile.end(), {"-o", host.object});
-        preprocess.insert(preprocess.end(), {"-o", prefix + "kcache-host.ii"});
-        continue;
-      }
-      host.compile.insert(host.compile.end(), written.begin(), written.end());
-      if (a.affects(k_compile_mode)) {
-        preprocess.push_back("-E");
-        if (gcc) preprocess.push_back("-fdirectives-only");
-        continue;
-      }
-      preprocess.insert(preprocess.end(), written.begin(), written.end());
-      debug |= a.affects(k_debug_info);
-      // The key's arguments: what changes the object beyond the preprocessed text.
-      if (a.affects(k_preprocessor)) continue;
-      if (a.is_input() && written.front().starts_with(prefix)) {
-        input_name = basename_of(written.front());  // the translation unit (the object's FILE symbol names it)
-        continue;
-      }
-      host.key_args.insert(host.key_args.end(), written.begin(), written.end());
-    }
-    if (gcc) host.key_args.insert(host.key_args.end(), {"-fpreprocessed", "-fdirectives-only"});
-    if (!is_step_file_name(input_name)) input_name = "host.ii";
+    host.key_args = split.key_args;
+    const std::vector<std::string> preprocess = split.preprocess;
+    const std::string input_name = split.input_name;
+    const std::string target = split.target;
+    const bool gcc = split.gcc, debug = split.debug;
     if (target.empty()) return run_here(argv);
     stage(host.object, target);
     if (debug) {

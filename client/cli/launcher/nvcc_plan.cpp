@@ -1,6 +1,11 @@
 #include "launcher/nvcc_plan.hpp"
 
+#include "kcache/step.hpp"
+#include "launcher/options.hpp"
+
+#include <algorithm>
 #include <cctype>
+#include <span>
 #include <set>
 
 namespace kcache::launcher {
@@ -130,7 +135,14 @@ Expected<std::vector<PlanStep>> parse_plan(std::string_view dryrun_output, std::
     if (words->empty()) continue;
     if (words->front() == "rm") {
       step.kind = PlanStep::Kind::remove;
-      step.argv.assign(words->begin() + 1, words->end());
+      // nvcc writes rm's one file unquoted, spaces and all (rm .../tmpxft_..._k s.fatbin).
+      std::string_view rest = line.substr(line.find("rm") + 2);
+      while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      if (rest.find_first_of("'\"$\\") == std::string_view::npos) {
+        step.argv = {std::string(rest)};
+      } else {
+        step.argv.assign(words->begin() + 1, words->end());
+      }
     } else {
       step.argv = std::move(*words);
     }
@@ -186,6 +198,123 @@ std::string dependency_file(std::string_view target, const std::vector<std::stri
   if (phony) {
     for (std::size_t i = 1; i < files.size(); ++i) out += "\n" + make_escaped(files[i]) + ":\n";
   }
+  return out;
+}
+
+std::string fixed_temporary_names(std::string word) {
+  constexpr std::string_view k_prefix = "tmpxft_";
+  for (std::size_t at = word.find(k_prefix); at != std::string::npos; at = word.find(k_prefix, at + 1)) {
+    std::size_t i = at + k_prefix.size();
+    auto hex_run = [&](std::size_t from) {
+      if (from + 8 > word.size()) return false;
+      for (std::size_t k = from; k < from + 8; ++k) {
+        if (!std::isxdigit(static_cast<unsigned char>(word[k]))) return false;
+      }
+      return true;
+    };
+    if (hex_run(i) && i + 8 < word.size() && word[i + 8] == '_' && hex_run(i + 9)) {
+      word.replace(i, 17, "00000000_00000000");
+    }
+  }
+  return word;
+}
+
+namespace {
+
+std::string base_name(std::string_view path) {
+  auto slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+bool runs_host_compiler(const PlanStep& step) {
+  return step.kind == PlanStep::Kind::run && !step.argv.empty() && is_host_compiler(base_name(step.argv.front()));
+}
+
+std::vector<std::string> options_of(const std::vector<std::string>& argv) {
+  return argv.empty() ? std::vector<std::string>{} : std::vector<std::string>(argv.begin() + 1, argv.end());
+}
+
+}  // namespace
+
+bool is_preprocessor(const PlanStep& step) {
+  return runs_host_compiler(step) && first_with(host_compiler_options(), options_of(step.argv), k_other_mode) == "-E";
+}
+
+bool is_host_compile(const std::vector<std::string>& argv, std::string_view work) {
+  if (!first_with(host_compiler_options(), options_of(argv), k_compile_mode)) return false;
+  return std::any_of(argv.begin(), argv.end(),
+                     [&](const std::string& a) { return a.starts_with(work) && a.ends_with(".cudafe1.cpp"); });
+}
+
+std::optional<std::string> plan_refusal(const std::vector<PlanStep>& steps, std::string_view work) {
+  static const std::vector<std::string_view> k_known = {"cicc", "ptxas", "cudafe++", "fatbinary", "nvlink"};
+  int host_compiles = 0;
+  for (const PlanStep& step : steps) {
+    if (step.kind != PlanStep::Kind::run) continue;
+    if (step.argv.empty()) return std::string("plan step without a program");
+    std::string program = base_name(step.argv.front());
+    bool known = std::find(k_known.begin(), k_known.end(), program) != k_known.end() || is_host_compiler(program);
+    if (!known) return "plan step " + program;
+    if (runs_host_compiler(step) && is_host_compile(step.argv, work)) ++host_compiles;
+  }
+  // One source, one host compile: a plan that compiles more runs unchanged rather than stage two
+  // objects into one.
+  if (host_compiles > 1) return std::string("several sources in nvcc's plan");
+  return std::nullopt;
+}
+
+std::string whole_compile_target(const std::vector<PlanStep>& steps, std::string_view work) {
+  std::string target;
+  bool ran = false, preprocessed = false;
+  int host_compiles = 0;
+  for (const PlanStep& step : steps) {
+    if (step.kind == PlanStep::Kind::assign && ran) return {};
+    if (step.kind != PlanStep::Kind::assign) ran = true;
+    if (step.kind != PlanStep::Kind::run) continue;
+    preprocessed |= is_preprocessor(step);
+    if (!runs_host_compiler(step) || !is_host_compile(step.argv, work)) continue;
+    ++host_compiles;
+    std::vector<std::string> options = options_of(step.argv);
+    if (first_with(host_compiler_options(), options, k_debug_info)) return {};
+    target = object_path(host_compiler_options(), options);
+  }
+  return preprocessed && host_compiles == 1 ? target : std::string();
+}
+
+HostSplit split_host_compile(const std::vector<std::string>& argv, std::string_view work, const std::string& object,
+                             const std::string& text) {
+  HostSplit out;
+  if (argv.empty()) return out;
+  out.compile = {argv.front()};
+  out.preprocess = {argv.front()};
+  out.gcc = compiler_kind(argv.front()) == CompilerKind::gcc;
+  const std::span<const std::string> words(argv.begin() + 1, argv.end());
+  for (const Arg& a : read_args(host_compiler_options(), words)) {
+    auto first = words.begin() + static_cast<std::ptrdiff_t>(a.index);
+    std::vector<std::string> written(first, first + static_cast<std::ptrdiff_t>(a.count));
+    if (a.affects(k_output)) {
+      out.target = a.value;
+      out.compile.insert(out.compile.end(), {"-o", object});
+      out.preprocess.insert(out.preprocess.end(), {"-o", text});
+      continue;
+    }
+    out.compile.insert(out.compile.end(), written.begin(), written.end());
+    if (a.affects(k_compile_mode)) {
+      out.preprocess.push_back("-E");
+      if (out.gcc) out.preprocess.push_back("-fdirectives-only");
+      continue;
+    }
+    out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
+    out.debug |= a.affects(k_debug_info);
+    if (a.affects(k_preprocessor)) continue;  // the text holds what it did
+    if (a.is_input() && written.front().starts_with(work)) {
+      out.input_name = base_name(written.front());  // the translation unit (the object's FILE symbol names it)
+      continue;
+    }
+    out.key_args.insert(out.key_args.end(), written.begin(), written.end());
+  }
+  if (out.gcc) out.key_args.insert(out.key_args.end(), {"-fpreprocessed", "-fdirectives-only"});
+  if (!is_step_file_name(out.input_name)) out.input_name = "host.ii";
   return out;
 }
 

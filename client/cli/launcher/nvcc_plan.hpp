@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,5 +39,40 @@ Expected<std::vector<std::string>> shell_words(std::string_view line, const std:
 // outputs' line markers name (the first of them is the source), in order of first appearance,
 // without <built-in> and <command-line>; with `phony` (-MP) a rule of its own for each header.
 std::string dependency_file(std::string_view target, const std::vector<std::string>& preprocessed, bool phony);
+
+// nvcc's temporary names carry its process ID and a counter (tmpxft_0000a1b2_00000000-6_a.ptx);
+// written as one fixed name (tmpxft_00000000_00000000-6_a.ptx), the same work has the same names,
+// and so the same key and bytes.
+std::string fixed_temporary_names(std::string word);
+
+// Whether a plan's step runs a host compiler on its own preprocessed output (-E).
+bool is_preprocessor(const PlanStep& step);
+// Whether a host compiler's arguments compile cudafe++'s output in the work folder `work` (the
+// plan's host compile, whose object the launcher keeps).
+bool is_host_compile(const std::vector<std::string>& argv, std::string_view work);
+
+// Why the launcher does not run a plan itself (a program it does not know; more than one host
+// compile, from a source the option table did not see); nullopt when it runs it.
+std::optional<std::string> plan_refusal(const std::vector<PlanStep>& steps, std::string_view work);
+
+// Where the host compile writes the object, when the whole compile (StepTool::nvcc) can be looked
+// up: a plan whose assignments all come first, with preprocessors and one host compile, without
+// debug information (which names the work folder); empty otherwise.
+std::string whole_compile_target(const std::vector<PlanStep>& steps, std::string_view work);
+
+// The host compile of cudafe++'s output, split for its host entry: `compile` writes `object`
+// in place of the plan's output (`target`); `preprocess` writes its translation unit to `text`
+// (GCC: -fdirectives-only, includes and conditionals done, macros left, which GCC compiles with
+// -fpreprocessed -fdirectives-only into the very bytes of the plan's compile); `key_args` are
+// what changes the object beyond that text (no preprocessor option, no path of the work folder);
+// `input_name` names the text as the object's FILE symbol does (the cudafe1.cpp's name).
+struct HostSplit {
+  std::vector<std::string> compile, preprocess, key_args;
+  std::string input_name = "host.ii", target;
+  bool debug = false;  // it asks for debug information
+  bool gcc = false;    // a GCC driver (else clang's, which preprocesses fully)
+};
+HostSplit split_host_compile(const std::vector<std::string>& argv, std::string_view work, const std::string& object,
+                             const std::string& text);
 
 }  // namespace kcache::launcher

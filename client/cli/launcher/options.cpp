@@ -21,7 +21,7 @@ constexpr OptionSpec k_nvcc[] = {
     {"--generate-nonsystem-dependencies", "-MM", Takes::none, k_other_mode},
     {"--generate-dependencies-with-compile", "-MD", Takes::none, k_dependency},
     {"--generate-nonsystem-dependencies-with-compile", "-MMD", Takes::none, k_dependency},
-    {"--dependency-output", "-MF", Takes::none, k_dependency},
+    {"--dependency-output", "-MF", Takes::separate_or_equals, k_dependency},
     {"--generate-dependency-targets", "-MP", Takes::none, k_dependency},
     {"--compile", "-c", Takes::none, k_compile_mode},
     {"--device-c", "-dc", Takes::none, k_compile_mode | k_device_link},
@@ -496,6 +496,15 @@ Invocation clang_invocation(const std::vector<std::string>& args) {
     if (a.affects(k_debug_info)) return {"option -g (clang)", {}};  // its debug info names the work folder
   }
   return out;
+}
+
+bool is_cuda_compile(const std::vector<std::string>& args) {
+  bool cuda = false;
+  for (const Arg& a : read_args(clang_options(), args)) {
+    if (a.affects(k_language)) cuda = a.value == "cuda";
+    if (a.is_input() && args[a.index].ends_with(".cu")) cuda = true;
+  }
+  return cuda;
 }
 
 std::string object_path(const OptionTable& table, const std::vector<std::string>& words) {

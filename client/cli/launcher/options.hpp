@@ -99,6 +99,8 @@ struct Invocation {
 };
 Invocation nvcc_invocation(const std::vector<std::string>& args);
 Invocation clang_invocation(const std::vector<std::string>& args);
+// Whether clang's arguments compile CUDA (-x cuda, or a .cu source): else clang is not kcache's.
+bool is_cuda_compile(const std::vector<std::string>& args);
 
 // The object a compile writes: its -o, else the source's name, without its folder, with .o for its
 // extension (as nvcc and clang name it).
