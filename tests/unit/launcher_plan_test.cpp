@@ -219,6 +219,46 @@ TEST(NvccPlan, RemovesOneUnquotedFileWithSpaces) {
   EXPECT_EQ((*steps)[0].argv, Words({"/t/tmpxft_00000000_00000000-3_k s.fatbin"})) << "not /t/..._k and ./s.fatbin";
 }
 
+TEST(NvccPlan, LineMarkersAreJoinedToTheBuildsFolderAndBack) {
+  const std::string text = "# 0 \"k.cu\"\n# 0 \"<built-in>\"\n# 1 \"/usr/include/stdio.h\" 1 3\n# 1 \"inc/d\\\"q.h\" 1\nint x;\n";
+  std::vector<std::string> joined;
+  std::string absolute = absolute_line_markers(text, "/b/my dir", joined);
+  EXPECT_EQ(absolute,
+            "# 0 \"/b/my dir/k.cu\"\n# 0 \"<built-in>\"\n# 1 \"/usr/include/stdio.h\" 1 3\n# 1 \"/b/my dir/inc/d\\\"q.h\" 1\nint x;\n");
+  EXPECT_EQ(joined, Words({"k.cu", "inc/d\\\"q.h"}));
+  // Back, for exactly those names: a file the source named by an absolute path stays absolute.
+  std::string stub = absolute + "# 7 \"/b/my dir/other.h\"\n";
+  EXPECT_EQ(relative_line_markers(stub, "/b/my dir", joined), text + "# 7 \"/b/my dir/other.h\"\n");
+  EXPECT_TRUE(asks_line_info({"cicc", "-generate-line-info", "x.ii"}));
+  EXPECT_FALSE(asks_line_info({"cicc", "-O3", "x.ii"}));
+}
+
+TEST(NvccPlan, PtxFileDirectivesGetTheBuildsStamps) {
+  const std::string ptx = "\t.file\t1 \"/b/k.cu\"\n\t.file\t2 \"/b/gone.h\"\n\t.file\t3 \"/b/s.h\", 5, 6\n\tret;\n";
+  auto stat = [](const std::string& name) -> std::optional<FileStamp> {
+    if (name == "/b/k.cu") return FileStamp{1796655781, 139};
+    if (name == "/b/s.h") return FileStamp{7, 8};
+    return std::nullopt;
+  };
+  EXPECT_EQ(stamped_file_directives(ptx, stat),
+            "\t.file\t1 \"/b/k.cu\", 1796655781, 139\n\t.file\t2 \"/b/gone.h\"\n\t.file\t3 \"/b/s.h\", 5, 6\n\tret;\n");
+}
+
+TEST(NvccPlan, AModuleIdOfTimeAndProcessIsMadeFromTheUnit) {
+  // cudafe++'s stable form (the first external definition's name or its crc) is kept.
+  EXPECT_FALSE(stable_module_id("_23493e23_4_k_cu__Z1kPfi", "u"));
+  EXPECT_FALSE(stable_module_id("_775905f6_12_mergeSort_cu_ccc79862", "u"));
+  // Its time-and-pid form: the head kept, the tail the unit's.
+  auto a = stable_module_id("_775905f6_12_mergeSort_cu_82aa6678_26026", "unit");
+  auto b = stable_module_id("_775905f6_12_mergeSort_cu_5d1f0a3b_26058", "unit");
+  auto c = stable_module_id("_775905f6_12_mergeSort_cu_82aa6678_26026", "another unit");
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(*a, *b) << "another run of cudafe++, the same ID";
+  EXPECT_NE(*a, *c);
+  EXPECT_TRUE(a->starts_with("_775905f6_12_mergeSort_cu_")) << *a;
+  EXPECT_FALSE(stable_module_id("_82aa6678_26026", "u")) << "no head: not cudafe++'s form";
+}
+
 // A recorded plan (tests/data/launcher/plans/NAME.nvcc or .clang).
 struct Record {
   std::string name;
@@ -274,7 +314,7 @@ const std::map<std::string, std::string>& expected_outcomes() {
       {"define-quoted.nvcc", "cached"},
       {"depfile-MD.nvcc", "cached"},
       {"deps-only-M.nvcc", "option -M"},
-      {"device-debug-G.nvcc", "cached"},
+      {"device-debug-G.nvcc", "option -G"},
       {"dlink.nvcc", "option -dlink"},
       {"expt-flags.nvcc", "cached"},
       {"fatbin.nvcc", "option -fatbin"},

@@ -1,6 +1,8 @@
 // nvcc, decomposed: its own plan (nvcc --dryrun), its temporaries in the launch's folder; the
 // preprocessors, cudafe++ and fatbinary here, each arch's cicc and ptxas as device steps, the
 // host compile's object as a host entry keyed by what the host compiler actually compiles.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -141,6 +143,21 @@ class NvccLaunch : public Launch {
       if (!identity) return;  // a program the key cannot name: every step runs as before
       programs.push_back(*identity);
     }
+    // Debug line information names the build's folder (cicc_step): the object is that folder's.
+    const bool line_info = std::any_of(m_steps.begin(), m_steps.end(), [](const PlanStep& step) {
+      return step.kind == PlanStep::Kind::run && basename_of(step.argv.front()) == "cicc" && asks_line_info(step.argv);
+    });
+    if (line_info) {
+      // ... and each file's modification time and size, which ptxas puts in the line table.
+      plan += "folder\0" + cicc_folder() + "\n";
+      std::vector<std::string> texts;
+      for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
+      for (const std::string& name : files_of_markers(texts)) {
+        struct stat st {};
+        if (::stat(name.c_str(), &st) != 0) continue;
+        plan += "stamp\0" + name + '\0' + std::to_string(st.st_mtim.tv_sec) + '\0' + std::to_string(st.st_size) + "\n";
+      }
+    }
     auto top = m_env.find("TOP");  // the toolkit nvcc's plan names
     if (top == m_env.end()) return;
     programs.push_back(sha256(cuda_headers_digest({fs::path(top->second) / "include"})));
@@ -214,10 +231,93 @@ class NvccLaunch : public Launch {
 
   bool run_step(const std::vector<std::string>& argv) {
     std::string program = basename_of(argv.front());
-    if (program == "cicc") return device_step(StepTool::cicc, argv, cicc_identity(argv.front()));
-    if (program == "ptxas") return device_step(StepTool::ptxas, argv, program_identity(argv.front()));
+    if (program == "cicc") return cicc_step(argv);
+    if (program == "cudafe++") return cudafe_step(argv);
+    if (program == "ptxas") return ptxas_step(argv);
     if (is_host_compiler(program) && is_host_compile(argv, work())) return host_step(argv);
     return run_here(argv);
+  }
+
+  // cicc, on the daemon. With debug line information, its input's relative line markers are
+  // joined to the build's folder first (cicc joins them to its own: the daemon's step folder), and
+  // its other outputs (the stub the host compile includes) get them back as nvcc's has them. Under
+  // -G its debug information also names its own folder (DW_AT_comp_dir), which no argument
+  // moves: it runs here, in the build's folder, as the plan says.
+  bool cicc_step(const std::vector<std::string>& argv) {
+    if (std::find(argv.begin(), argv.end(), "--debug_mode") != argv.end()) {
+      m_stats.add("cicc.local");
+      return run_here(argv);
+    }
+    if (!asks_line_info(argv)) return device_step(StepTool::cicc, argv, cicc_identity(argv.front()));
+    const std::string folder = cicc_folder();
+    std::vector<std::string> joined;
+    std::vector<std::string> outputs;
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      if (!a.starts_with(work())) continue;
+      if (a.ends_with(".cpp1.ii")) {
+        if (!write_file(a, absolute_line_markers(read_file(a), folder, joined))) return false;
+      } else if (argv[i - 1] != "-o" && argv[i - 1] != "--module_id_file_name") {
+        outputs.push_back(a);  // the stub, cudafe1.c and cudafe1.gpu
+      }
+    }
+    if (!device_step(StepTool::cicc, argv, cicc_identity(argv.front()))) return false;
+    for (const std::string& out : outputs) {
+      std::error_code ec;
+      if (fs::exists(out, ec) && !write_file(out, relative_line_markers(read_file(out), folder, joined))) return false;
+    }
+    return true;
+  }
+
+  // ptxas, on the daemon: with debug line information, its PTX names the build's files, whose
+  // modification time and size ptxas would read where it runs; they are written into a copy of
+  // the PTX it assembles (stamped_file_directives), as nvcc's ptxas would find them.
+  bool ptxas_step(const std::vector<std::string>& argv) {
+    std::vector<std::string> stamped = argv;
+    for (std::string& a : stamped) {
+      if (!a.starts_with(work()) || !a.ends_with(".ptx")) continue;
+      std::string ptx = read_file(a);
+      if (ptx.find(".file") == std::string::npos) continue;
+      std::string text = stamped_file_directives(ptx, [](const std::string& name) -> std::optional<FileStamp> {
+        struct stat st {};
+        if (name.empty() || name.front() != '/' || ::stat(name.c_str(), &st) != 0) return std::nullopt;
+        return FileStamp{static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_size)};
+      });
+      if (text == ptx) continue;
+      std::string copy = a.substr(0, a.size() - 4) + ".stamped.ptx";
+      if (!write_file(copy, text)) return false;
+      a = copy;
+    }
+    return device_step(StepTool::ptxas, stamped, program_identity(argv.front()));
+  }
+
+  // cudafe++, here. Where it names the unit's module ID by its time and process ID
+  // (stable_module_id), the ID is made from the unit's inputs instead, and cudafe++ runs again
+  // reading it: two compiles of the unit give the same object, and its device steps are shared.
+  bool cudafe_step(const std::vector<std::string>& argv) {
+    if (!run_here(argv)) return false;
+    auto generate = std::find(argv.begin(), argv.end(), "--gen_module_id_file");
+    auto file = std::find(argv.begin(), argv.end(), "--module_id_file_name");
+    if (generate == argv.end() || file == argv.end() || file + 1 == argv.end()) return true;
+    std::string unit;
+    for (const std::string& a : argv) {
+      std::string word = a.starts_with(work()) ? a.substr(work().size()) : a;
+      unit += word + '\0';
+    }
+    // The device side's texts, not the host's: a host-only edit keeps the ID, and so every
+    // device step of the unit.
+    for (const std::string& path : m_device_texts) {
+      std::string text = read_file(path);
+      for (std::size_t at = text.find(work()); at != std::string::npos; at = text.find(work(), at)) text.erase(at, work().size());
+      unit += to_hex(sha256(text)) + '\0';
+    }
+    auto id = stable_module_id(read_file(*(file + 1)), unit);
+    if (!id) return true;
+    m_stats.add("launcher.module_id_made");
+    if (!write_file(*(file + 1), *id)) return false;
+    std::vector<std::string> again(argv.begin(), generate);
+    again.insert(again.end(), generate + 1, argv.end());
+    return run_here(again, {}, nullptr, false);  // it printed its messages the first time
   }
 
   Expected<Digest> program_identity(const std::string& program) {
@@ -242,8 +342,11 @@ class NvccLaunch : public Launch {
   // A preprocessor run whose output the dependency filter reads (in plan order).
   void remember_preprocessed(const std::vector<std::string>& argv) {
     if (std::find(argv.begin(), argv.end(), "-E") == argv.end()) return;
+    const bool device = std::any_of(argv.begin(), argv.end(), [](const std::string& a) { return a.starts_with("-D__CUDA_ARCH__="); });
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
-      if (argv[i] == "-o") m_preprocessed.push_back(argv[i + 1]);
+      if (argv[i] != "-o") continue;
+      m_preprocessed.push_back(argv[i + 1]);
+      if (device) m_device_texts.push_back(argv[i + 1]);
     }
   }
 
@@ -308,6 +411,7 @@ class NvccLaunch : public Launch {
   std::vector<PlanStep> m_steps;
   std::string m_whole_target;  // whole_compile_target() of the plan, once it is made
   std::vector<std::string> m_preprocessed;  // outputs of the plan's -E runs, in order
+  std::vector<std::string> m_device_texts;  // those of the device side (-D__CUDA_ARCH__=)
   std::vector<std::size_t> m_past_preprocessors;  // the steps a whole compile's hit skips, by index
   std::optional<v1::StepRequest> m_whole;  // the whole compile's look-up, when it missed
   bool m_whole_hit = false;

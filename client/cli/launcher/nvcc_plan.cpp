@@ -1,10 +1,14 @@
 #include "launcher/nvcc_plan.hpp"
 
+#include "kcache/sha256.hpp"
 #include "kcache/step.hpp"
 #include "launcher/options.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <span>
 #include <set>
 
@@ -186,6 +190,13 @@ std::string make_escaped(std::string_view name) {
 
 }  // namespace
 
+std::vector<std::string> files_of_markers(const std::vector<std::string>& preprocessed) {
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const std::string& text : preprocessed) marked_files(text, files, seen);
+  return files;
+}
+
 std::string dependency_file(std::string_view target, const std::vector<std::string>& preprocessed, bool phony) {
   std::vector<std::string> files;
   std::set<std::string> seen;
@@ -316,6 +327,140 @@ HostSplit split_host_compile(const std::vector<std::string>& argv, std::string_v
   if (out.gcc) out.key_args.insert(out.key_args.end(), {"-fpreprocessed", "-fdirectives-only"});
   if (!is_step_file_name(out.input_name)) out.input_name = "host.ii";
   return out;
+}
+
+bool asks_line_info(const std::vector<std::string>& argv) {
+  return std::any_of(argv.begin(), argv.end(),
+                     [](const std::string& a) { return a == "-generate-line-info" || a == "--debug_mode"; });
+}
+
+namespace {
+
+// Each line marker (# N "name" ..., or #line N "name") of `text`, its name's bytes [begin, end)
+// as written (GCC's escapes included), given to `each`, which returns the replacement.
+std::string map_marker_names(std::string_view text, const std::function<std::optional<std::string>(std::string_view)>& each) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find('\n', at);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    std::string_view line = text.substr(at, end - at);
+    at = end;
+    std::size_t digits = line.starts_with("# ") ? 2 : line.starts_with("#line ") ? 6 : std::string_view::npos;
+    std::size_t open = digits == std::string_view::npos ? digits : line.find('"', digits);
+    bool marker = open != std::string_view::npos && digits < line.size() && std::isdigit(static_cast<unsigned char>(line[digits]));
+    std::size_t close = std::string_view::npos;
+    if (marker) {
+      for (std::size_t i = open + 1; i < line.size(); ++i) {
+        if (line[i] == '\\') ++i;
+        else if (line[i] == '"') {
+          close = i;
+          break;
+        }
+      }
+    }
+    std::optional<std::string> name;
+    if (close != std::string_view::npos) name = each(line.substr(open + 1, close - open - 1));
+    if (!name) {
+      out += line;
+      continue;
+    }
+    out += line.substr(0, open + 1);
+    out += *name;
+    out += line.substr(close);
+  }
+  return out;
+}
+
+// A file name as GCC writes it in a marker: backslashes and quotes escaped.
+std::string marker_escaped(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string absolute_line_markers(std::string_view text, const std::string& cwd, std::vector<std::string>& joined) {
+  return map_marker_names(text, [&](std::string_view name) -> std::optional<std::string> {
+    if (name.empty() || name.front() == '/' || name.front() == '<') return std::nullopt;
+    if (std::find(joined.begin(), joined.end(), name) == joined.end()) joined.emplace_back(name);
+    return marker_escaped(cwd) + "/" + std::string(name);
+  });
+}
+
+std::string relative_line_markers(std::string_view text, const std::string& cwd, const std::vector<std::string>& joined) {
+  const std::string prefix = marker_escaped(cwd) + "/";
+  return map_marker_names(text, [&](std::string_view name) -> std::optional<std::string> {
+    if (!name.starts_with(prefix)) return std::nullopt;
+    std::string_view rest = name.substr(prefix.size());
+    if (std::find(joined.begin(), joined.end(), rest) == joined.end()) return std::nullopt;
+    return std::string(rest);
+  });
+}
+
+std::string cicc_folder() {
+  std::error_code ec;
+  std::filesystem::path here = std::filesystem::current_path(ec);
+  if (const char* pwd = std::getenv("PWD"); pwd != nullptr && pwd[0] == '/') {
+    if (std::filesystem::equivalent(pwd, ".", ec)) return pwd;
+  }
+  return here.string();
+}
+
+std::string stamped_file_directives(std::string_view ptx, const std::function<std::optional<FileStamp>(const std::string&)>& stat) {
+  std::string out;
+  out.reserve(ptx.size() + 64);
+  for (std::size_t at = 0; at < ptx.size();) {
+    std::size_t end = ptx.find('\n', at);
+    end = end == std::string_view::npos ? ptx.size() : end + 1;
+    std::string_view line = ptx.substr(at, end - at);
+    at = end;
+    // \t.file\tN "name" (and nothing after the name's closing quote)
+    std::size_t dot = line.find(".file");
+    std::size_t open = line.find('"');
+    std::size_t close = line.rfind('"');
+    bool directive = dot != std::string_view::npos && line.substr(0, dot).find_first_not_of(" \t") == std::string_view::npos &&
+                     open != std::string_view::npos && close > open;
+    std::string_view after = directive ? line.substr(close + 1) : std::string_view();
+    if (!directive || after.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+      out += line;
+      continue;
+    }
+    std::string name(line.substr(open + 1, close - open - 1));
+    std::optional<FileStamp> stamp = name.find('\\') == std::string::npos ? stat(name) : std::nullopt;
+    if (!stamp) {
+      out += line;
+      continue;
+    }
+    out += line.substr(0, close + 1);
+    out += ", " + std::to_string(stamp->mtime) + ", " + std::to_string(stamp->size);
+    out += after;
+  }
+  return out;
+}
+
+std::optional<std::string> stable_module_id(std::string_view id, std::string_view unit) {
+  auto is_hex8 = [](std::string_view s) {
+    return s.size() == 8 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  };
+  auto is_number = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  };
+  if (!id.starts_with('_')) return std::nullopt;
+  std::size_t last = id.rfind('_');
+  if (last == std::string_view::npos || last == 0) return std::nullopt;
+  std::size_t before = id.rfind('_', last - 1);
+  if (before == std::string_view::npos || before == 0) return std::nullopt;
+  if (!is_number(id.substr(last + 1)) || !is_hex8(id.substr(before + 1, last - before - 1))) return std::nullopt;
+  // Of the form's head, _<crc32 of the path>_<length>_<name>: at least three more fields.
+  if (std::count(id.begin(), id.begin() + static_cast<std::ptrdiff_t>(before), '_') < 3) return std::nullopt;
+  std::string hex = to_hex(sha256(std::string("kcache-module-id") + '\0' + std::string(unit)));
+  unsigned long number = std::stoul(hex.substr(8, 6), nullptr, 16) % 10000000;  // as a pid's range
+  return std::string(id.substr(0, before + 1)) + hex.substr(0, 8) + "_" + std::to_string(number);
 }
 
 }  // namespace kcache::launcher

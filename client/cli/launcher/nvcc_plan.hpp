@@ -4,6 +4,7 @@
 // else (pipes, globs, command substitution) is refused: the launcher then runs nvcc unchanged.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,8 @@ Expected<std::vector<std::string>> shell_words(std::string_view line, const std:
 // outputs' line markers name (the first of them is the source), in order of first appearance,
 // without <built-in> and <command-line>; with `phony` (-MP) a rule of its own for each header.
 std::string dependency_file(std::string_view target, const std::vector<std::string>& preprocessed, bool phony);
+// The files those line markers name, in that order (the dependency file's).
+std::vector<std::string> files_of_markers(const std::vector<std::string>& preprocessed);
 
 // nvcc's temporary names carry its process ID and a counter (tmpxft_0000a1b2_00000000-6_a.ptx);
 // written as one fixed name (tmpxft_00000000_00000000-6_a.ptx), the same work has the same names,
@@ -74,5 +77,34 @@ struct HostSplit {
 };
 HostSplit split_host_compile(const std::vector<std::string>& argv, std::string_view work, const std::string& object,
                              const std::string& text);
+
+// Debug line information (cicc -generate-line-info, or --debug_mode under -G) names each file as
+// cicc finds it: a relative line marker (# 1 "k.cu", as a Makefile names the source) joined to
+// cicc's own folder. A cicc step that runs in a folder of its own must get the markers already
+// joined to the build's folder `cwd`: absolute_line_markers does that, and returns the names it
+// joined; relative_line_markers undoes exactly those in cicc's other outputs (the stub the host
+// compile includes), which carry the markers on as nvcc's would.
+bool asks_line_info(const std::vector<std::string>& cicc_argv);
+std::string absolute_line_markers(std::string_view text, const std::string& cwd, std::vector<std::string>& joined);
+std::string relative_line_markers(std::string_view text, const std::string& cwd, const std::vector<std::string>& joined);
+// The folder cicc joins relative names to: $PWD where it names the current folder, else getcwd().
+std::string cicc_folder();
+
+// ptxas puts each source file's modification time and size in the line table, as a PTX .file
+// directive gives them or, when it gives none (cicc's never do), as ptxas finds the file. A ptxas
+// step runs where the build's files are not: its PTX gets them written in, from `stat` (seconds
+// and bytes; nullopt for a file that is not there, left as it is).
+struct FileStamp {
+  long long mtime = 0, size = 0;
+};
+std::string stamped_file_directives(std::string_view ptx, const std::function<std::optional<FileStamp>(const std::string&)>& stat);
+
+// cudafe++ names a unit's module ID (in the file cicc reads too) by its source's path and first
+// external definition, or, where it needs the ID before any such definition (a -rdc unit whose
+// templates use static device code first; mergeSort.cu), by the source's modification time and
+// cudafe++'s own process ID (_crc_len_name_<hex8>_<pid>): then every compile of the unit differs.
+// The ID of that form with its last two fields made from `unit` (a digest of the unit's inputs),
+// so the same unit gets the same ID; nullopt for an ID of the stable form, kept as nvcc makes it.
+std::optional<std::string> stable_module_id(std::string_view id, std::string_view unit);
 
 }  // namespace kcache::launcher

@@ -487,7 +487,16 @@ CompilerKind compiler_kind(std::string_view program) {
   return CompilerKind::none;
 }
 
-Invocation nvcc_invocation(const std::vector<std::string>& args) { return one_rule(nvcc_options(), args, ""); }
+Invocation nvcc_invocation(const std::vector<std::string>& args) {
+  Invocation out = one_rule(nvcc_options(), args, "");
+  if (!out.unchanged.empty()) return out;
+  for (const Arg& a : read_args(nvcc_options(), args)) {
+    // Device debug information names nvcc's own temporary files (ptxas -g writes its command
+    // line into the cubin): no two runs of nvcc agree, and the launcher's cannot either.
+    if (a.spelling == "-G" || a.spelling == "--device-debug") return {"option " + a.spelling, {}};
+  }
+  return out;
+}
 
 Invocation clang_invocation(const std::vector<std::string>& args) {
   Invocation out = one_rule(clang_options(), args, " (clang)");
