@@ -174,6 +174,7 @@ void marked_files(std::string_view text, std::vector<std::string>& out, std::set
       name += line[i];
     }
     if (name.empty() || name.front() == '<') continue;  // <built-in>, <command-line>
+    if (name.ends_with("//")) continue;  // GCC's working-directory marker (-g: -fworking-directory)
     if (seen.insert(name).second) out.push_back(std::move(name));
   }
 }

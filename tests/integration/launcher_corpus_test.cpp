@@ -1,0 +1,260 @@
+// Real nvcc command lines through the launcher, against plain nvcc: the shapes CMake (the CUDA
+// language, 3.18 on), Make, Bazel's rules_cuda, PyTorch's C++ extensions, CUTLASS and meson emit
+// (the same shapes as the recorded plans of tests/data/launcher/plans, here run for real). For
+// each, in one folder: plain nvcc, then the launcher twice (a miss, then a hit). Each gives
+// nvcc's objects (byte for byte once nvcc's temporary names are written as the launcher writes
+// them: the fatbin's cubins and PTX and every symbol), nvcc's dependency file, nvcc's warnings
+// and exit code; or the launcher runs nvcc unchanged and counts its reason.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <regex>
+
+#include "kcache/process.hpp"
+#include "kcache/sha256.hpp"
+#include "test_paths.hpp"
+#include "test_support.hpp"
+
+extern char** environ;
+
+namespace kcache::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// nvcc's temporary names (tmpxft_<pid>_<counter>) as the launcher writes them, and the time
+// ptxas -v reports: the only bytes two runs of nvcc itself do not share.
+std::string comparable(std::string bytes) {
+  static const std::regex temporary("tmpxft_[0-9a-f]{8}_[0-9a-f]{8}");
+  static const std::regex time("Compile time = [0-9.]+ ms");
+  bytes = std::regex_replace(bytes, temporary, "tmpxft_00000000_00000000");
+  return std::regex_replace(bytes, time, "Compile time = T ms");
+}
+
+// One command line of the corpus: nvcc's arguments, the files it writes (compared), and what the
+// launcher must do: "cached" (its steps run, a hit the second time) or the reason it runs nvcc
+// unchanged, as counted.
+struct Line {
+  std::string shape;
+  std::vector<std::string> args;
+  std::vector<std::string> outputs;
+  std::string outcome = "cached";
+  int compiles = 1;  // the sources it compiles, each its own
+  // Objects compared whole; else by their device code (the .nv_fatbin section: every cubin and
+  // PTX) and symbols, where nvcc's own temporary names differ in more than their process ID
+  // (several sources in one nvcc: the second's are numbered after the first's).
+  bool whole_objects = true;
+};
+
+class LauncherCorpus : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nvcc_ = fs::path(KCACHE_CUDA_ROOT) / "bin" / "nvcc";
+    if (!fs::exists(nvcc_)) GTEST_SKIP() << "no CUDA toolkit at " << KCACHE_CUDA_ROOT << " (nvcc): nothing to launch";
+    work_ = m_dir.path() / "src";
+    fs::create_directories(work_ / "inc");
+    fs::create_directories(work_ / "my dir");
+    fs::create_directories(work_ / "obj");
+    const std::string kernel =
+        "#include \"shared.cuh\"\n"
+        "__global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = twice(x[i]); }\n"
+        "void run_scale(float* x, int n) { scale<<<(n + 255) / 256, 256>>>(x, n); }\n";
+    std::ofstream(work_ / "inc" / "shared.cuh") << "#pragma once\n__device__ inline float twice(float v) { return 2 * v; }\n";
+    std::ofstream(work_ / "k.cu") << kernel;
+    std::ofstream(work_ / "k.cpp") << kernel;
+    std::ofstream(work_ / "my dir" / "k s.cu") << kernel;
+    for (const char* name : {"a", "b", "c"}) {
+      std::ofstream(work_ / (std::string(name) + ".cu"))
+          << "#include <cstdio>\n__global__ void kernel_" << name << "(int* x) { x[0] = '" << name << "'; }\n"
+          << "void host_" << name << "() { std::printf(\"" << name << "\\n\"); }\n";
+    }
+    std::ofstream(work_ / "lambda.cu") << "#include \"shared.cuh\"\ntemplate <class F> __global__ void apply(float* x, F f) { x[0] = f(x[0]); }\n"
+                                          "constexpr float k_scale() { return 3; }\n"
+                                          "void run(float* x) { apply<<<1, 1>>>(x, [] __device__(float v) { return v * k_scale(); }); }\n";
+    std::ofstream(work_ / "warn.cu") << "#warning \"from the source\"\n__global__ void w(int* x) { int unused = 3; x[0] = 1; }\n";
+    std::ofstream(work_ / "broken.cu") << "#ifdef __CUDA_ARCH__\n__device__ int f() { return undefined_name; }\n#endif\n"
+                                          "__global__ void k(int* x) { x[0] = 1; }\n";
+    std::ofstream(work_ / "defines.cu") << "#include <cstdio>\n#define STR2(x) #x\n#define STR(x) STR2(x)\n"
+                                           "__global__ void d(int* x) { x[0] = sizeof(STR(NAME)); }\n"
+                                           "const char* name() { return STR(NAME) Q; }\n";
+    std::ofstream(work_ / "opts.txt") << "-O3\n-DFROM_OPTIONS_FILE=1 -arch=sm_80\n";
+    daemon_ = DaemonProcess::start(m_dir.path() / "db", m_dir.path() / "kcached.log", {});
+  }
+  void TearDown() override {
+    if (!HasFailure()) return;
+    m_dir.keep();
+    std::fprintf(stderr, "kept %s (daemon log, sources)\n", m_dir.path().c_str());
+  }
+
+  ProcessResult run(const std::vector<std::string>& argv) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string_view v(*e);
+      if (!v.starts_with("KCACHE_SERVER=") && !v.starts_with("KCACHE_STATE_DIR=")) env.emplace_back(v);
+    }
+    env.push_back("KCACHE_SERVER=" + daemon_->address());
+    env.push_back("KCACHE_STATE_DIR=" + (m_dir.path() / "state").string());
+    ProcessOptions options;
+    options.env = &env;
+    options.cwd = work_;
+    options.output = ProcessOptions::Output::separate;
+    auto ran = run_process(argv, options);
+    EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
+    return ran ? *ran : ProcessResult{};
+  }
+
+  std::map<std::string, long> counts() {
+    std::map<std::string, long> now, delta;
+    std::ifstream in(m_dir.path() / "state" / "launcher-stats");
+    std::string name;
+    long value = 0;
+    while (in >> name >> value) now[name] = value;
+    for (const auto& [n, v] : now) {
+      if (v != seen_[n]) delta[n] = v - seen_[n];
+    }
+    seen_ = now;
+    return delta;
+  }
+
+  // An object's device code (its .nv_fatbin or __nv_relfatbin section, whose digest stands for it) and its symbols
+  // names and kinds, one per line.
+  std::string device_code_and_symbols(const fs::path& object) {
+    fs::path section = m_dir.path() / "section.bin";
+    fs::remove(section);
+    // .nv_fatbin; __nv_relfatbin for relocatable device code (-dc).
+    ProcessResult copied = run({"/usr/bin/objcopy", "-O", "binary", "--only-section=.nv_fatbin",
+                                "--only-section=__nv_relfatbin", object.string(), section.string()});
+    EXPECT_EQ(copied.exit_code, 0) << copied.error_output;
+    std::string fatbin = read_all(section);
+    EXPECT_FALSE(fatbin.empty()) << object << " has no device code";
+    std::string out = "fatbin " + to_hex(sha256(fatbin)) + "\n";
+    ProcessResult nm = run({"/usr/bin/nm", object.string()});
+    std::istringstream in(nm.output);
+    for (std::string l; std::getline(in, l);) out += l.size() > 17 ? l.substr(17) + "\n" : l + "\n";
+    return out;
+  }
+
+  // Plain nvcc, then the launcher (a miss, then a hit): the same outputs, messages and exit code.
+  void check(const Line& line) {
+    SCOPED_TRACE(line.shape);
+    std::vector<std::string> plain = {nvcc_.string()};
+    plain.insert(plain.end(), line.args.begin(), line.args.end());
+    std::vector<std::string> launched = {KCACHE_CLI_PATH};
+    launched.insert(launched.end(), plain.begin(), plain.end());
+    auto clear = [&] {
+      for (const std::string& out : line.outputs) fs::remove(work_ / out);
+    };
+    clear();
+    ProcessResult theirs = run(plain);
+    std::map<std::string, std::string> expected, expected_device;
+    for (const std::string& out : line.outputs) {
+      expected[out] = comparable(read_all(work_ / out));
+      if (!line.whole_objects) expected_device[out] = device_code_and_symbols(work_ / out);
+      if (theirs.exit_code == 0) EXPECT_FALSE(expected[out].empty()) << "nvcc wrote no " << out;
+    }
+    counts();
+    for (const char* pass : {"miss", "hit"}) {
+      SCOPED_TRACE(pass);
+      clear();
+      ProcessResult ours = run(launched);
+      EXPECT_EQ(ours.exit_code, theirs.exit_code) << ours.error_output;
+      EXPECT_EQ(comparable(ours.output), comparable(theirs.output));
+      // A miss prints in nvcc's order; a hit prints this run's preprocessors' messages first.
+      auto lines = [](const std::string& text) {
+        std::vector<std::string> out;
+        std::istringstream in(comparable(text));
+        for (std::string l; std::getline(in, l);) out.push_back(l);
+        std::sort(out.begin(), out.end());
+        return out;
+      };
+      if (std::string(pass) == "miss") EXPECT_EQ(comparable(ours.error_output), comparable(theirs.error_output));
+      else EXPECT_EQ(lines(ours.error_output), lines(theirs.error_output));
+      for (const std::string& out : line.outputs) {
+        if (line.whole_objects) {
+          EXPECT_TRUE(comparable(read_all(work_ / out)) == expected[out]) << out << " differs from nvcc's";
+        } else {
+          EXPECT_EQ(device_code_and_symbols(work_ / out), expected_device[out]) << out;
+        }
+      }
+      auto c = counts();
+      if (line.outcome == "cached" && theirs.exit_code == 0) {
+        EXPECT_EQ(c["launcher.compiles"], line.compiles) << "the launcher ran nvcc's plan, once per source";
+        if (std::string(pass) == "hit") EXPECT_GE(c["nvcc.hit"] + c["host.hit"] + c["cicc.hit"], 1) << "a hit the second time";
+      } else if (line.outcome != "cached") {
+        std::string reason = "uncacheable." + line.outcome;
+        std::replace(reason.begin(), reason.end(), ' ', '_');
+        EXPECT_EQ(c[reason], 1) << "counted as " << reason;
+        EXPECT_EQ(c["launcher.compiles"], 0);
+      }
+    }
+  }
+
+  TempDir m_dir;
+  fs::path nvcc_, work_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::map<std::string, long> seen_;
+};
+
+TEST_F(LauncherCorpus, RealCommandLinesGiveWhatNvccGives) {
+  const std::string inc = "-Iinc";
+  std::vector<Line> corpus = {
+      {"make: plain", {inc, "-arch=sm_80", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-o before -c", {inc, "-arch=sm_80", "-o", "k.o", "-c", "k.cu"}, {"k.o"}},
+      {"-ccbin", {"-ccbin", "/usr/bin/g++", inc, "-arch=sm_80", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"--generate-code with a list", {inc, "--generate-code=arch=compute_80,code=[compute_80,sm_80]", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-gencode pairs", {inc, "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-x cu on a .cpp", {inc, "-arch=sm_80", "-x", "cu", "-c", "k.cpp", "-o", "k.o"}, {"k.o"}},
+      {"-rdc=true -dc", {inc, "-arch=sm_80", "-rdc=true", "-dc", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-Xcompiler=-fPIC,-O2", {inc, "-arch=sm_80", "-Xcompiler=-fPIC,-O2", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"--compiler-options '-fPIC -Wall'", {inc, "-arch=sm_80", "--compiler-options", "-fPIC -Wall", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-Xptxas -v", {inc, "-arch=sm_80", "-Xptxas", "-v", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"--threads 0 (redirections in its plan)", {inc, "--threads", "0", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "-c", "k.cu", "-o", "k.o"}, {"k.o"}, "plan syntax"},
+      {"-forward-unknown-to-host-compiler", {inc, "-arch=sm_80", "-forward-unknown-to-host-compiler", "-Wall", "-Wextra", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"--options-file", {inc, "--options-file", "opts.txt", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-maxrregcount --use_fast_math", {inc, "-arch=sm_80", "-maxrregcount=32", "--use_fast_math", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-lineinfo", {inc, "-arch=sm_80", "-lineinfo", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-G", {inc, "-arch=sm_80", "-G", "-c", "k.cu", "-o", "k.o"}, {}, "option -G"},
+      {"-MD -MT -MF", {inc, "-arch=sm_80", "-MD", "-MT", "obj/k.cu.o", "-MF", "obj/k.cu.o.d", "-c", "k.cu", "-o", "obj/k.cu.o"}, {"obj/k.cu.o", "obj/k.cu.o.d"}},
+      {"-isystem", {"-isystem", "inc", "-arch=sm_80", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"lambdas: --expt-relaxed-constexpr --extended-lambda -std=c++17", {inc, "-arch=sm_80", "--expt-relaxed-constexpr", "--extended-lambda", "-std=c++17", "-c", "lambda.cu", "-o", "l.o"}, {"l.o"}},
+      {"-D values with spaces and quotes", {"-arch=sm_80", "-DNAME=a b", "-DQ=\"x\"", "-c", "defines.cu", "-o", "d.o"}, {"d.o"}},
+      {"a path with spaces", {inc, "-arch=sm_80", "-c", "my dir/k s.cu", "-o", "my dir/k s.o"}, {"my dir/k s.o"}},
+      {"two sources", {"-arch=sm_80", "-c", "a.cu", "b.cu"}, {"a.o", "b.o"}, "cached", 2, false},
+      {"three sources -dc", {"-arch=sm_80", "-dc", "a.cu", "b.cu", "c.cu"}, {"a.o", "b.o", "c.o"}, "cached", 3, false},
+      {"two sources and -o", {"-arch=sm_80", "-c", "a.cu", "b.cu", "-o", "x.o"}, {}, "several sources with -o"},
+      {"cmake 3.18+", {"-forward-unknown-to-host-compiler", "-DKERNELS_EXPORTS", inc, "-O3", "-DNDEBUG",
+                       "--generate-code=arch=compute_80,code=[compute_80,sm_80]", "-Xcompiler=-fPIC", "-MD", "-MT",
+                       "obj/k.cu.o", "-MF", "obj/k.cu.o.d", "-x", "cu", "-c", "k.cu", "-o", "obj/k.cu.o"},
+       {"obj/k.cu.o", "obj/k.cu.o.d"}},
+      {"pytorch extension", {inc, "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                             "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr", "--compiler-options", "-fPIC", "-O2",
+                             "-gencode=arch=compute_80,code=sm_80", "-std=c++17", "-c", "k.cu", "-o", "k.o"},
+       {"k.o"}},
+      {"cutlass", {inc, "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1", "--expt-relaxed-constexpr", "-Xcompiler=-Wconversion",
+                   "-Xcompiler=-fno-strict-aliasing", "-gencode", "arch=compute_90a,code=sm_90a", "-c", "k.cu", "-o", "k.o"},
+       {"k.o"}},
+      {"meson (with -g)", {inc, "-Xcompiler=-Wall,-Winvalid-pch", "-O2", "-g", "-arch=sm_80", "-MD", "-MT", "obj/k.cu.o", "-MF",
+                           "obj/k.cu.o.d", "-o", "obj/k.cu.o", "-c", "k.cu"},
+       {"obj/k.cu.o.d"}},
+      {"bazel rules_cuda", {"-x", "cu", "-ccbin", "/usr/bin/gcc", inc, "--generate-code=arch=compute_80,code=sm_80",
+                            "--generate-code=arch=compute_90,code=sm_90", "-c", "k.cu", "-o", "k.o"},
+       {"k.o"}},
+      {"warnings from each step", {"-arch=sm_80", "-c", "warn.cu", "-o", "w.o"}, {"w.o"}},
+      {"a failing compile", {"-arch=sm_80", "-c", "broken.cu", "-o", "b.o"}, {"b.o"}},
+      {"-E", {inc, "-arch=sm_80", "-E", "k.cu", "-o", "k.ii"}, {"k.ii"}, "option -E"},
+      {"a link", {"a.o", "b.o", "-o", "app"}, {}, "not a compile (linking)"},
+  };
+  for (const Line& line : corpus) check(line);
+}
+
+}  // namespace
+}  // namespace kcache::test
