@@ -688,4 +688,19 @@ bool image_belongs_to(Side side, ImageKind kind, std::string_view arch) {
   return kind_side(kind) == side;
 }
 
+Expected<Digest> device_tool_identity(StepTool tool, const std::string& program, const std::string& libdevice,
+                                      const std::function<Expected<Digest>(const std::string&)>& digest_of) {
+  std::vector<std::string> paths = {program};
+  if (tool == StepTool::clang) paths = clang_identity_files(program);
+  if (paths.empty() || paths.front().empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
+  if (tool == StepTool::cicc || tool == StepTool::clang) paths.push_back(libdevice);
+  std::vector<Digest> files;
+  for (const std::string& p : paths) {
+    auto digest = digest_of(p);
+    if (!digest) return digest.error();
+    files.push_back(*digest);
+  }
+  return step_tool_identity(tool, files);
+}
+
 }  // namespace kcache

@@ -119,16 +119,11 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
 Expected<Digest> own_step_tool_identity(const Toolchain& toolchain, StepTool tool) {
   auto path = program(toolchain, tool);
   if (!path) return path.error();
-  std::vector<std::string> paths = {path->string()};
-  if (tool == StepTool::clang) paths = clang_identity_files(path->string());
-  std::vector<Digest> files;
-  for (const std::string& p : paths) {
+  return device_tool_identity(tool, path->string(), toolchain.libdevice.string(), [](const std::string& p) -> Expected<Digest> {
     auto digest = sha256_file(p);
     if (!digest) return make_error(ErrorCode::k_internal, "cannot read " + p);
-    files.push_back(*digest);
-  }
-  if (tool == StepTool::cicc || tool == StepTool::clang) files.push_back(sha256(toolchain.libdevice_bitcode));
-  return step_tool_identity(tool, files);
+    return *digest;
+  });
 }
 
 }  // namespace kcache::server

@@ -9,8 +9,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
+#include "compile/tool_step.hpp"
 #include "compile/toolchain.hpp"
+#include "kcache/search_path.hpp"
+#include "kcache/step.hpp"
+#include "launcher/nvcc_plan.hpp"
 #include "kcache/headers_digest.hpp"
 #include "kcache/sha256.hpp"
 #include "test_paths.hpp"
@@ -237,6 +242,31 @@ TEST(CudaHeadersDigest, OfTheToolkitsHeadersIsWhatStdFilesystemGives) {
   if (!std::filesystem::is_directory(include / "cccl")) GTEST_SKIP() << "no CUDA toolkit headers at " << include;
   const std::vector<std::filesystem::path> dirs = {include, include / "cccl"};
   EXPECT_EQ(cuda_headers_digest(dirs), digest_by_std_filesystem(dirs));
+}
+
+// The launcher names a device step's tool from nvcc's plan (its CICC_PATH, PATH and
+// NVVMIR_LIBRARY_DIR); the daemon from its own toolkit. Both through device_tool_identity, and
+// here pinned equal on a recorded plan of this toolkit: were they to differ, every step would
+// be refused by the daemon and run on the client.
+TEST(ToolRuns, TheLaunchersToolIdentityIsTheDaemons) {
+  if (test::ptxas_path().empty()) GTEST_SKIP() << "no CUDA toolkit: /usr/local/cuda/bin/ptxas is absent";
+  std::map<std::string, std::string> vars;
+  auto steps = launcher::parse_plan(test::read_test_data("launcher/plans/plain-sm80.nvcc"), vars);
+  ASSERT_TRUE(steps) << steps.error().message;
+  Toolchain toolkit = detect_toolchain("/usr/local/cuda", CubinAssembler::ptxas, ToolkitLibraries::load, {}, nullptr);
+  auto digest_of = [](const std::string& p) -> Expected<Digest> {
+    auto d = sha256_file(p);
+    if (!d) return make_error(ErrorCode::k_not_found, "cannot read " + p);
+    return *d;
+  };
+  const std::string libdevice = vars["NVVMIR_LIBRARY_DIR"] + "/libdevice.10.bc";
+  for (StepTool tool : {StepTool::cicc, StepTool::ptxas}) {
+    std::string program = tool == StepTool::cicc ? vars["CICC_PATH"] + "/cicc" : search_path("ptxas", vars["PATH"]);
+    auto launchers = device_tool_identity(tool, program, libdevice, digest_of);
+    auto daemons = own_step_tool_identity(toolkit, tool);
+    ASSERT_TRUE(launchers && daemons) << step_tool_name(tool);
+    EXPECT_EQ(*launchers, *daemons) << step_tool_name(tool);
+  }
 }
 
 }  // namespace

@@ -132,27 +132,22 @@ class ClangLaunch : public Launch {
   // One command of the plan; `unit` numbers the device compiles.
   bool run_command(const std::vector<std::string>& argv, int unit) {
     std::string program = basename_of(argv.front());
-    if (program == "ptxas") {
-      auto p = file_digest(find_program(argv.front(), m_env));
-      Expected<Digest> identity = p ? Expected<Digest>(step_tool_identity(StepTool::ptxas, std::span(&*p, 1))) : p.error();
-      return device_step(StepTool::ptxas, argv, identity);
-    }
+    if (program == "ptxas") return device_step(StepTool::ptxas, argv, device_identity(StepTool::ptxas, argv.front(), {}));
     if (argv.size() > 2 && argv[1] == "-cc1") return device_compile(argv, unit);
     return run_here(argv);
   }
 
-  // clang's files (clang_identity_files) as the launcher hashes them, and one more: libdevice.
-  Expected<Digest> clang_identity(StepTool tool, const std::string& program, const std::string& libdevice) {
+  // The host side's identity: clang's files (clang_identity_files) as the launcher hashes them.
+  Expected<Digest> host_clang_identity(const std::string& program) {
     std::vector<std::string> paths = clang_identity_files(find_program(program, m_env));
     if (paths.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
-    if (!libdevice.empty()) paths.push_back(libdevice);
     std::vector<Digest> files;
     for (const std::string& p : paths) {
       auto d = file_digest(p);
       if (!d) return d.error();
       files.push_back(*d);
     }
-    return step_tool_identity(tool, files);
+    return step_tool_identity(StepTool::host, files);
   }
 
   // A cc1 line split in two (split_cc1), its dependency file staged where it names one.
@@ -176,7 +171,7 @@ class ClangLaunch : public Launch {
     }
     std::map<std::string, std::string> renamed;
     if (basename_of(libdevice) == k_step_libdevice) renamed[libdevice] = std::string(k_step_libdevice);
-    auto identity = clang_identity(StepTool::clang, argv.front(), renamed.empty() ? std::string() : libdevice);
+    auto identity = device_identity(StepTool::clang, argv.front(), renamed.empty() ? std::string() : libdevice);
     return device_step(StepTool::clang, s.compile, identity, renamed, s.compile);
   }
 
@@ -222,7 +217,7 @@ class ClangLaunch : public Launch {
       host.key_args.push_back(a);
     }
     stage(host.object, target);
-    host.identity = clang_identity(StepTool::host, argv.front(), {});
+    host.identity = host_clang_identity(argv.front());
     return host_object(host);
   }
 

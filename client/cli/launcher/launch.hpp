@@ -128,6 +128,12 @@ class Launch {
   // writes `object`, keeps what its compile printed, and counts TOOL.local_hit.
   bool take_local_object(const v1::StepRequest& request, StepTool tool, const std::string& object);
 
+  // A device step tool's identity (device_tool_identity, kcache/step.hpp): its program as the
+  // plan's PATH finds it, the libdevice it links (cicc, clang), each file's digest kept by identity.
+  Expected<Digest> device_identity(StepTool tool, const std::string& program, const std::string& libdevice) {
+    return device_tool_identity(tool, find_program(program, m_env), libdevice, file_digest);
+  }
+
   // The host compiler driver's identity: its program, the compiler proper it names for `proper`
   // (cc1plus; empty: none) and its version text, kept by the driver's file identity.
   Expected<Digest> host_compiler_identity(const std::string& program, const std::string& proper);

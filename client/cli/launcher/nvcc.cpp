@@ -320,23 +320,12 @@ class NvccLaunch : public Launch {
     return run_here(again, {}, nullptr, false);  // it printed its messages the first time
   }
 
-  Expected<Digest> program_identity(const std::string& program) {
-    auto p = file_digest(find_program(program, m_env));
-    if (!p) return p.error();
-    Digest files[] = {*p};
-    return step_tool_identity(StepTool::ptxas, files);
-  }
-
+  Expected<Digest> program_identity(const std::string& program) { return device_identity(StepTool::ptxas, program, {}); }
   // cicc's program and the libdevice it reads from the plan's NVVMIR_LIBRARY_DIR.
   Expected<Digest> cicc_identity(const std::string& program) {
-    auto p = file_digest(find_program(program, m_env));
-    if (!p) return p.error();
     auto dir = m_env.find("NVVMIR_LIBRARY_DIR");
     if (dir == m_env.end()) return make_error(ErrorCode::k_not_found, "no NVVMIR_LIBRARY_DIR");
-    auto libdevice = file_digest(dir->second + "/libdevice.10.bc");
-    if (!libdevice) return libdevice.error();
-    Digest files[] = {*p, *libdevice};
-    return step_tool_identity(StepTool::cicc, files);
+    return device_identity(StepTool::cicc, program, dir->second + "/libdevice.10.bc");
   }
 
   // A preprocessor run whose output the dependency filter reads (in plan order).

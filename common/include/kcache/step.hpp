@@ -118,6 +118,13 @@ Expected<Digest> host_compiler_identity(const std::string& driver, const std::st
 // libdevice.10.bc; ptxas's program; the host compiler's driver and compiler proper. The launcher and the daemon each hash their own files.
 Digest step_tool_identity(StepTool tool, std::span<const Digest> files);
 
+// A device step tool's identity from its program and the libdevice.10.bc it links (cicc and
+// clang; ignored for ptxas): the files of step_tool_identity's list, in its order, each hashed by
+// `digest_of`. The launcher (its plan's programs, its digests kept by file identity) and the
+// daemon (its own toolkit) both call this, so their lists cannot drift apart.
+Expected<Digest> device_tool_identity(StepTool tool, const std::string& program, const std::string& libdevice,
+                                      const std::function<Expected<Digest>(const std::string&)>& digest_of);
+
 // The key of a step: its tool and identity, arguments, input names with the SHA-256 of each
 // input's bytes (in order), and output names.
 Key compute_step_key(const StepSpec& spec, std::span<const Digest> input_digests);
