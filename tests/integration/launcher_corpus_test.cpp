@@ -256,5 +256,60 @@ TEST_F(LauncherCorpus, RealCommandLinesGiveWhatNvccGives) {
   for (const Line& line : corpus) check(line);
 }
 
+// tests/data/launcher_multi: a static library of relocatable device code (separable
+// compilation: each executable is device-linked), a C++ library, two executables, nine
+// architectures, built by CMake and Ninja with kcache as the CUDA and C++ compilers' launcher, and
+// plainly. Each executable's device code (its linked fatbin) and symbols equal the plain
+// build's; after ninja clean the launcher's build hits every whole compile and gives the same
+// executables.
+TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
+  for (const char* tool : {"/usr/bin/cmake", "/usr/bin/ninja"}) {
+    if (!fs::exists(tool)) GTEST_SKIP() << tool << " is absent";
+  }
+  fs::path source = m_dir.path() / "multi";
+  fs::copy(fs::path(KCACHE_TEST_DATA_DIR) / "launcher_multi", source, fs::copy_options::recursive);
+  auto configure = [&](const std::string& build, bool launched) {
+    std::vector<std::string> argv = {"/usr/bin/cmake", "-S", source.string(), "-B", (m_dir.path() / build).string(),
+                                     "-G", "Ninja", "-DCMAKE_CUDA_COMPILER=" + nvcc_.string()};
+    if (launched) {
+      argv.push_back(std::string("-DCMAKE_CUDA_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH);
+      argv.push_back(std::string("-DCMAKE_CXX_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH);
+    }
+    ProcessResult r = run(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.output << r.error_output;
+  };
+  auto build = [&](const std::string& build, const std::string& target = {}) {
+    std::vector<std::string> argv = {"/usr/bin/ninja", "-C", (m_dir.path() / build).string()};
+    if (!target.empty()) argv.push_back(target);
+    ProcessResult r = run(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.output << r.error_output;
+  };
+  configure("plain", false);
+  build("plain");
+  configure("launched", true);
+  counts();
+  build("launched");
+  auto cold = counts();
+  EXPECT_EQ(cold["launcher.compiles"], 4) << "saxpy.cu, reduce.cu and the two executables' sources";
+  EXPECT_EQ(cold["cicc.miss"] + cold["cicc.hit"], 4 * 9) << "each file x 9 archs";
+  EXPECT_EQ(cold["uncacheable.compiler_c++"] + cold["uncacheable.compiler_g++"], 1) << "report.cpp: C++, run as it would";
+  const std::vector<std::string> programs = {"app_saxpy", "app_reduce"};
+  for (const std::string& program : programs) {
+    std::string plain = device_code_and_symbols(m_dir.path() / "plain" / program);
+    EXPECT_EQ(device_code_and_symbols(m_dir.path() / "launched" / program), plain) << program;
+  }
+  // Warm, after ninja clean: every whole compile hits, and the executables are the same.
+  build("launched", "clean");
+  build("launched");
+  auto warm = counts();
+  EXPECT_EQ(warm["nvcc.hit"], 4);
+  EXPECT_EQ(warm["cicc.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
+  for (const std::string& program : programs) {
+    EXPECT_EQ(device_code_and_symbols(m_dir.path() / "launched" / program),
+              device_code_and_symbols(m_dir.path() / "plain" / program))
+        << program << " after ninja clean";
+  }
+}
+
 }  // namespace
 }  // namespace kcache::test

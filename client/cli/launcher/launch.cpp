@@ -310,7 +310,24 @@ std::optional<v1::StepResponse> Launch::ask_daemon(const v1::StepRequest& reques
   kcache::Client* c = client();
   if (c == nullptr) return std::nullopt;
   auto answer = c->step(request);
+  // A full queue says "retry after a short backoff": a build's many steps at once (each arch of
+  // each file of ninja's jobs) outnumber the daemon's queue for a moment. Asked again for up to
+  // 5 s before the step runs here (counted as busy), which would load the same cores or others.
+  auto busy = [&] {
+    return !answer && answer.error().code == ErrorCode::k_resource_exhausted &&
+           answer.error().message.find("queue is full") != std::string::npos;  // not a size limit
+  };
+  auto backoff = std::chrono::milliseconds(50);
+  for (auto waited = std::chrono::milliseconds(0); busy() && waited < std::chrono::seconds(5);
+       waited += backoff, backoff = std::min(backoff * 2, std::chrono::milliseconds(800))) {
+    std::this_thread::sleep_for(backoff);
+    answer = c->step(request);
+  }
   if (answer) return *answer;
+  if (busy()) {
+    m_stats.add("launcher.busy." + std::string(step_tool_name(tool)));
+    return std::nullopt;
+  }
   if (answer.error().code == ErrorCode::k_unavailable || answer.error().code == ErrorCode::k_deadline_exceeded) {
     // No later step waits for it again; counted once per compile, though steps running at once
     // may each have found it down.

@@ -119,7 +119,9 @@ class NvccLaunch : public Launch {
   // compiler) with the toolkit's headers, of which the host compile reads crt/host_runtime.h
   // beyond those texts. A hit stages its object and skips the rest; a miss is offered after it.
   void look_up_whole_compile() {
-    std::string plan;
+    // The launcher's own version of how it runs a plan: an object a launcher with a bug made
+    // (before -lineinfo's folder and stamps were named, say) is never found by a fixed one.
+    std::string plan = "kcache-launcher-plan 2\n";
     const std::string& target = m_whole_target;
     std::vector<Digest> programs;
     std::vector<std::string> seen;
@@ -271,7 +273,8 @@ class NvccLaunch : public Launch {
 
   // ptxas, on the daemon: with debug line information, its PTX names the build's files, whose
   // modification time and size ptxas would read where it runs; they are written into a copy of
-  // the PTX it assembles (stamped_file_directives), as nvcc's ptxas would find them.
+  // the PTX it assembles (stamped_file_directives), as nvcc's ptxas would find them. (That copy
+  // gives nvcc's cubin only where ptxas keeps no PTX text in it: see below.)
   bool ptxas_step(const std::vector<std::string>& argv) {
     std::vector<std::string> stamped = argv;
     for (std::string& a : stamped) {
@@ -284,6 +287,12 @@ class NvccLaunch : public Launch {
         return FileStamp{static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_size)};
       });
       if (text == ptx) continue;
+      // Relocatable code (--compile-only) keeps the PTX's own text in the cubin, named by its
+      // hash, so the stamps cannot be written in: ptxas runs here, where it finds the files.
+      if (std::find(argv.begin(), argv.end(), "--compile-only") != argv.end()) {
+        m_stats.add("ptxas.local");
+        return run_here(argv);
+      }
       std::string copy = a.substr(0, a.size() - 4) + ".stamped.ptx";
       if (!write_file(copy, text)) return false;
       a = copy;

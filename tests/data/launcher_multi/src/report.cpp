@@ -1,0 +1,3 @@
+#include <cstdio>
+
+void report(const char* label, double value) { std::printf("%s: %g\n", label, value); }
