@@ -195,134 +195,48 @@ bool Cache::all_stored(Side side, const Key& key, const std::vector<ImageRequest
 
 Expected<CompileOutput> Cache::compile_and_store(const CompileAsk& ask, const JobSpec& spec, const Key& key,
                                                  std::vector<ImageRequest> missing, Answer& answer) {
-  // One compile per (side, key, images): later identical requests wait for the first one's.
-  std::string flight = remote::flight_of(spec.side, key, missing);
-
   // Owned by the queued parts, which may outlive this request.
-  struct Pending {
+  struct Job {
     std::vector<std::string> modules;
     std::vector<std::pair<std::string, std::string>> headers;
     CompileJob job;
     std::vector<CompileJob> parts;  // split_by_arch(job): each runs on its own worker
-    std::mutex mutex;               // guards outputs, left and started
-    std::vector<Expected<CompileOutput>> outputs;
-    std::size_t left = 0;
-    Clock::time_point started = Clock::time_point::max();
-    std::optional<remote::RemoteTier::Lease> lease;  // the fleet's, held while compiling
-    std::promise<Expected<CompileOutput>> done;
   };
-  std::shared_future<Expected<CompileOutput>> result;
-  std::shared_ptr<Pending> pending;
-  {
-    std::lock_guard lock(m_in_flight_mutex);
-    if (auto it = m_in_flight.find(flight); it != m_in_flight.end()) {
-      result = it->second;
-    } else if (all_stored(spec.side, key, missing)) {
-      // The compile this request missed finished between the caller's listing and now (it
-      // stores before it leaves the table): nothing to compile, the images are read as stored.
-      answer = Answer::coalesced;
-      return CompileOutput{};
-    } else {
-      pending = std::make_shared<Pending>();
-      result = pending->done.get_future().share();
-      m_in_flight.emplace(flight, result);
-    }
-  }
-  answer = pending == nullptr ? Answer::coalesced : Answer::compiled;
-  if (pending && m_remote != nullptr) {
-    // Another daemon may have compiled it, or be compiling it now.
-    remote::RemoteTier::Turn turn = m_remote->await_turn(spec.side, key, flight, Clock::now() + m_limits.job_timeout,
-                                                         [&] { return pull(spec.side, key, &missing); });
-    if (turn.pulled) {
-      answer = Answer::remote;
-      {
-        std::lock_guard lock(m_in_flight_mutex);
-        m_in_flight.erase(flight);
-      }
-      pending->done.set_value(CompileOutput{});  // stored: the images are read as stored
-      return CompileOutput{};
-    }
-    pending->lease = std::move(turn.lease);
-  }
-  if (pending) {
-    pending->modules.assign(ask.modules.begin(), ask.modules.end());
-    pending->headers.assign(ask.headers.begin(), ask.headers.end());
-    pending->job = CompileJob{spec, {pending->modules.begin(), pending->modules.end()}, std::move(missing), {},
-                              Clock::now() + m_limits.job_timeout};
-    for (const auto& [name, bytes] : pending->headers) pending->job.headers.emplace_back(name, bytes);
-    // A job for several archs takes as many free workers as it has archs: its archs compile at
-    // once. With no more than one free, it queues whole.
-    pending->parts = split_by_arch(pending->job, m_pool.idle());
-    pending->outputs.resize(pending->parts.size(), make_error(ErrorCode::k_internal, "not compiled"));
-    pending->left = pending->parts.size();
+  auto job = std::make_shared<Job>();
+  job->modules.assign(ask.modules.begin(), ask.modules.end());
+  job->headers.assign(ask.headers.begin(), ask.headers.end());
+  job->job = CompileJob{spec, {job->modules.begin(), job->modules.end()}, missing, {}, Clock::now() + m_limits.job_timeout};
+  for (const auto& [name, bytes] : job->headers) job->job.headers.emplace_back(name, bytes);
+  // A job for several archs takes as many free workers as it has archs: its archs compile at
+  // once. With no more than one free, it queues whole.
+  job->parts = split_by_arch(job->job, m_pool.idle());
 
-    // The last part to end stores the whole job, then releases its waiters.
-    auto part_done = [this, pending, flight, key](std::size_t index, Expected<CompileOutput> output) {
-      Clock::time_point started;
-      {
-        std::lock_guard lock(pending->mutex);
-        pending->outputs[index] = std::move(output);
-        if (--pending->left > 0) return;
-        started = pending->started;
-      }
-      auto merged = merge_parts(pending->job, std::move(pending->outputs));
-      double seconds = 0;
-      if (started != Clock::time_point::max()) {
-        seconds = std::chrono::duration<double>(Clock::now() - started).count();
-        m_metrics.observe_compile(seconds);
-        m_metrics.observe_tier(Metrics::Tier::compile, seconds);
-      }
-      if (merged) {
-        ++m_counters.compiles;
-        m_counters.images_compiled += merged->images.size();
-        m_activity.compiled(pending->job.spec.side, key.hex(), merged->images, seconds);
-        EntryRecord record{pending->job.spec.format, pending->job.spec.target,
-                           static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                          std::chrono::system_clock::now().time_since_epoch())
-                                                          .count())};
-        if (auto put = m_store.put(pending->job.spec.side, key, record, merged->images); !put) {
-          // Too large for the whole cache: the caller still gets its images, uncached.
-          if (put.error().code != ErrorCode::k_resource_exhausted) merged = put.error();
-          else merged->diagnostics.push_back(put.error().message);
-        }
-        // To the fleet in the background; the lease goes once the entry is written.
-        if (merged && m_remote != nullptr) {
-          m_remote->write(pending->job.spec.side, key, record, merged->images, std::move(pending->lease));
-        }
-      }
-      if (pending->lease) m_remote->release(std::move(*pending->lease));
-      {
-        // Stored (or failed) before it leaves the table: a request arriving now sees a hit.
-        std::lock_guard lock(m_in_flight_mutex);
-        m_in_flight.erase(flight);
-      }
-      pending->done.set_value(std::move(merged));
-    };
-    for (std::size_t i = 0; i < pending->parts.size(); ++i) {
-      auto queued = m_pool.submit([this, pending, key, part_done, i] {
-        {
-          std::lock_guard lock(pending->mutex);
-          pending->started = std::min(pending->started, Clock::now());
-        }
-        // The job's own core and, while no job waits in the queue, every core no other job holds:
-        // a split never takes a core a queued job needs, and it shrinks to one as the queue
-        // grows. The cubin's bytes do not depend on it (CompileJob::cpus).
-        CompileJob part = pending->parts[i];
-        CpuSlots::Lease cpus = m_pool.cpus().take(m_pool.queue_depth() == 0 ? k_max_job_cpus : 1);
-        part.cpus = cpus.cpus();
-        part_done(i, m_workers.compile(part, key));
-      });
-      if (!queued) part_done(i, queued.error());
-    }
-  }
-  // The worker is killed at the job's deadline and the job fails with DEADLINE_EXCEEDED; this
-  // wait only guards against a job that never reaches a worker (a queue stuck behind others).
-  if (result.wait_for(m_limits.job_timeout + k_deadline_slack) == std::future_status::timeout) {
-    return make_error(ErrorCode::k_deadline_exceeded,
-                      "the compile of key " + key.hex() + " did not finish within the job time limit (" +
-                          std::to_string(m_limits.job_timeout.count()) + " s, --job-timeout)");
-  }
-  return result.get();
+  Work<CompileOutput> work;
+  work.what = "compile";
+  work.parts = job->parts.size();
+  // The job's own core and, while no job waits in the queue, every core no other job holds: a
+  // split never takes a core a queued job needs. The cubin's bytes do not depend on it.
+  work.cpus_when_idle = k_max_job_cpus;
+  work.run = [this, job, key](std::size_t i, const std::vector<unsigned>& cpus) {
+    CompileJob part = job->parts[i];
+    part.cpus = cpus;
+    return m_workers.compile(part, key);
+  };
+  work.merge = [job](std::vector<Expected<CompileOutput>> parts) { return merge_parts(job->job, std::move(parts)); };
+  work.entry = [job](const CompileOutput& merged) -> std::optional<std::pair<EntryRecord, std::vector<Image>>> {
+    EntryRecord record{job->job.spec.format, job->job.spec.target,
+                       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                      std::chrono::system_clock::now().time_since_epoch())
+                                                      .count())};
+    return std::make_pair(record, merged.images);
+  };
+  work.ran = [this, job, key](CompileOutput& merged, const std::vector<Image>&, double seconds) {
+    ++m_counters.compiles;
+    m_counters.images_compiled += merged.images.size();
+    m_activity.compiled(job->job.spec.side, key.hex(), merged.images, seconds);
+  };
+  work.too_large = [](CompileOutput& merged, const Error& why) { merged.diagnostics.push_back(why.message); };
+  return run_once(m_compiles_in_flight, spec.side, key, missing, answer, std::move(work));
 }
 
 Expected<std::shared_ptr<const Image>> Cache::get_image(Side side, const Key& key, const ImageRequest& which,

@@ -13,12 +13,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache/activity.hpp"
@@ -171,10 +174,36 @@ class Cache {
   enum class Answer { compiled, coalesced, remote };
   // The body of compile; `key_hex` gets the key once it is known (for the log).
   Expected<CompileAnswer> answer(const CompileAsk& ask, bool retried, std::string& key_hex);
-  // Compiles the missing images on the pool and stores them from there, so a compile that
-  // outlives the caller's wait still lands in the cache. Waits up to the job timeout.
-  // Identical concurrent requests share one compile. With a remote tier, the first of them
-  // looks there first and takes the fleet's lease on the compile.
+  // The in-flight protocol compiles and build steps share (run_once.cpp): the work for `wanted`
+  // of (side, key) runs once on the pool and is stored from there, so a run that outlives the
+  // caller's wait still lands in the cache; identical concurrent requests wait for it
+  // (coalesced); with a remote tier, the first of them looks there first and takes the fleet's
+  // lease. Waits up to the job timeout. What differs between a compile and a step is `Work`:
+  template <class Result>
+  struct Work {
+    const char* what = "compile";  // for the deadline's message
+    std::size_t parts = 1;         // run at once, each on a pool thread and its own worker
+    // A part's CPUs while no job waits in the queue (one otherwise): the split's own budget.
+    std::size_t cpus_when_idle = 1;
+    std::function<Expected<Result>(std::size_t part, const std::vector<unsigned>& cpus)> run;
+    std::function<Expected<Result>(std::vector<Expected<Result>> parts)> merge;  // called once, all parts done
+    // The entry a result is stored as; nullopt when it stores none (a step whose tool failed).
+    std::function<std::optional<std::pair<EntryRecord, std::vector<Image>>>(const Result&)> entry;
+    // A result with an entry, before it is stored, and the run's seconds (counters, activity).
+    std::function<void(Result&, const std::vector<Image>&, double seconds)> ran;
+    // A result too large for the cache: kept from the caller's answer only (and not written to
+    // the fleet); `why` says so.
+    std::function<void(Result&, const Error& why)> too_large;
+  };
+  template <class Result>
+  struct InFlight {
+    std::mutex mutex;  // guards flights
+    std::map<std::string, std::shared_future<Expected<Result>>> flights;  // by side/key/images
+  };
+  template <class Result>
+  Expected<Result> run_once(InFlight<Result>& table, Side side, const Key& key, const std::vector<ImageRequest>& wanted,
+                            Answer& answer, Work<Result> work);
+  // Compiles the missing images (run_once, split by arch over idle workers).
   Expected<CompileOutput> compile_and_store(const CompileAsk& ask, const JobSpec& spec, const Key& key,
                                             std::vector<ImageRequest> missing, Answer& answer);
   // Whether every one of `images` of (side, key) is in the store now.
@@ -195,8 +224,8 @@ class Cache {
   Expected<StepAnswer> keep_offered(const StepAsk& ask, StepAnswer out);
   // The stored outputs of a step (read through to the remote tier); nullopt when any is missing.
   std::optional<StepAnswer> stored_step(Side side, const Key& key, const std::vector<std::string>& outputs);
-  // Runs a step on the pool once per key (here, and with a remote tier across the fleet) and
-  // stores what a successful run wrote; `program` is a host step's compiler.
+  // Runs a step once per key (run_once) and stores what a successful run wrote; `program` is a
+  // host step's compiler.
   Expected<StepRun> run_step_once(const StepAsk& ask, const Key& key, Answer& answer,
                                   const std::filesystem::path& program = {});
   // This daemon's identity of a device step's tool, computed once.
@@ -221,9 +250,8 @@ class Cache {
   Activity m_activity;
   JailState m_jail;
   remote::RemoteTier* m_remote = nullptr;
-  std::mutex m_in_flight_mutex;  // guards m_in_flight
-  std::map<std::string, std::shared_future<Expected<CompileOutput>>> m_in_flight;  // by side/key/images
-  std::map<std::string, std::shared_future<Expected<StepRun>>> m_steps_in_flight;  // by key; m_in_flight_mutex
+  InFlight<CompileOutput> m_compiles_in_flight;
+  InFlight<StepRun> m_steps_in_flight;
   std::array<StepCounters, k_step_tool_count> m_step_counters;  // by StepTool - 1
   std::mutex m_step_tool_mutex;                 // guards m_step_tools
   std::map<StepTool, Expected<Digest>> m_step_tools;

@@ -17,9 +17,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The images a step's entry holds: one file per output, in order (what it printed is kept beside
-// them, when it printed anything).
-std::vector<ImageRequest> output_images(const std::vector<std::string>& outputs) {
+// The images a step's entry holds: one file per output, in order, or a host step's object (what
+// it printed is kept beside them, when it printed anything).
+std::vector<ImageRequest> output_images(Side side, const std::vector<std::string>& outputs) {
+  if (side == Side::host) return {{std::string(k_step_object), ImageKind::object}};
   std::vector<ImageRequest> out;
   for (const std::string& name : outputs) out.push_back({name, ImageKind::file});
   return out;
@@ -252,8 +253,7 @@ Expected<std::filesystem::path> Cache::host_compiler(const Digest& identity) {
 }
 
 std::optional<StepAnswer> Cache::stored_step(Side side, const Key& key, const std::vector<std::string>& outputs) {
-  std::vector<ImageRequest> wanted = output_images(outputs);
-  if (side == Side::host) wanted = {{std::string(k_step_object), ImageKind::object}};
+  std::vector<ImageRequest> wanted = output_images(side, outputs);
   auto metas = m_store.list(side, key);
   if (metas && metas->empty() && read_through(side, key, &wanted)) metas = m_store.list(side, key);
   if (!metas || metas->empty()) return std::nullopt;
@@ -276,88 +276,33 @@ std::optional<StepAnswer> Cache::stored_step(Side side, const Key& key, const st
 Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answer& answer,
                                        const std::filesystem::path& program) {
   const Side side = step_side(ask.spec.tool);
-  std::vector<ImageRequest> wanted = output_images(ask.spec.outputs);
-  std::string flight = remote::flight_of(side, key, wanted);
-  struct Pending {
+  // Owned by the queued run, which may outlive this request.
+  struct Step {
     StepWork work;
     std::vector<std::string> inputs;  // the bytes work.inputs point into
-    std::optional<remote::RemoteTier::Lease> lease;
-    std::promise<Expected<StepRun>> done;
   };
-  std::shared_future<Expected<StepRun>> result;
-  std::shared_ptr<Pending> pending;
-  {
-    std::lock_guard lock(m_in_flight_mutex);
-    if (auto it = m_steps_in_flight.find(flight); it != m_steps_in_flight.end()) {
-      result = it->second;
-    } else if (all_stored(side, key, wanted)) {
-      answer = Answer::coalesced;  // stored since the caller looked
-      return StepRun{};
-    } else {
-      pending = std::make_shared<Pending>();
-      result = pending->done.get_future().share();
-      m_steps_in_flight.emplace(flight, result);
-    }
-  }
-  answer = pending == nullptr ? Answer::coalesced : Answer::compiled;
-  auto leave_table = [this, flight] {
-    std::lock_guard lock(m_in_flight_mutex);
-    m_steps_in_flight.erase(flight);
+  auto step = std::make_shared<Step>();
+  step->inputs.assign(ask.inputs.begin(), ask.inputs.end());
+  step->work.tool = ask.spec.tool;
+  step->work.program = program;
+  step->work.args = ask.spec.args;
+  step->work.outputs = ask.spec.outputs;
+  for (std::size_t i = 0; i < ask.spec.inputs.size(); ++i) step->work.inputs.emplace_back(ask.spec.inputs[i], step->inputs[i]);
+  step->work.deadline = Clock::now() + m_limits.job_timeout;
+
+  Work<StepRun> work;
+  work.what = "step";
+  work.run = [this, step, key](std::size_t, const std::vector<unsigned>& cpus) {
+    return m_workers.run_step(step->work, cpus, key);
   };
-  if (pending && m_remote != nullptr) {
-    remote::RemoteTier::Turn turn = m_remote->await_turn(side, key, flight, Clock::now() + m_limits.job_timeout,
-                                                         [&] { return pull(side, key, &wanted); });
-    if (turn.pulled) {
-      answer = Answer::remote;
-      leave_table();
-      pending->done.set_value(StepRun{});
-      return StepRun{};
-    }
-    pending->lease = std::move(turn.lease);
-  }
-  if (pending) {
-    pending->inputs.assign(ask.inputs.begin(), ask.inputs.end());
-    pending->work.tool = ask.spec.tool;
-    pending->work.program = program;
-    pending->work.args = ask.spec.args;
-    pending->work.outputs = ask.spec.outputs;
-    for (std::size_t i = 0; i < ask.spec.inputs.size(); ++i) {
-      pending->work.inputs.emplace_back(ask.spec.inputs[i], pending->inputs[i]);
-    }
-    pending->work.deadline = Clock::now() + m_limits.job_timeout;
-    auto finish = [this, pending, key, leave_table, side](Expected<StepRun> run) {
-      if (run && run->exit_code == 0) {
-        ++m_counters.compiles;
-        EntryRecord record = step_record(pending->work.tool);
-        std::vector<Image> images = step_images(*run, side);
-        if (auto put = m_store.put(side, key, record, images); !put && put.error().code != ErrorCode::k_resource_exhausted) {
-          run = put.error();
-        } else if (m_remote != nullptr) {
-          m_remote->write(side, key, record, std::move(images), std::move(pending->lease));
-        }
-      }
-      if (pending->lease) m_remote->release(std::move(*pending->lease));
-      leave_table();  // stored (or failed) before it leaves the table
-      pending->done.set_value(std::move(run));
-    };
-    auto queued = m_pool.submit([this, pending, key, finish] {
-      auto started = Clock::now();
-      CpuSlots::Lease cpus = m_pool.cpus().take(1);
-      auto run = m_workers.run_step(pending->work, cpus.cpus(), key);
-      double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-      m_metrics.observe_compile(seconds);
-      m_metrics.observe_tier(Metrics::Tier::compile, seconds);
-      finish(std::move(run));
-    });
-    if (!queued) finish(queued.error());
-  }
-  if (result.wait_for(m_limits.job_timeout + k_deadline_slack) == std::future_status::timeout) {
-    return make_error(ErrorCode::k_deadline_exceeded, "the step of key " + key.hex() +
-                                                          " did not finish within the job time limit (" +
-                                                          std::to_string(m_limits.job_timeout.count()) +
-                                                          " s, --job-timeout)");
-  }
-  return result.get();
+  work.merge = [](std::vector<Expected<StepRun>> parts) { return std::move(parts.front()); };
+  work.entry = [step, side](const StepRun& run) -> std::optional<std::pair<EntryRecord, std::vector<Image>>> {
+    if (run.exit_code != 0) return std::nullopt;  // the tool's own failure: answered, never stored
+    return std::make_pair(step_record(step->work.tool), step_images(run, side));
+  };
+  work.ran = [this](StepRun&, const std::vector<Image>&, double) { ++m_counters.compiles; };
+  work.too_large = [](StepRun&, const Error&) {};  // answered whole, kept nowhere
+  return run_once(m_steps_in_flight, side, key, output_images(side, ask.spec.outputs), answer, std::move(work));
 }
 
 }  // namespace kcache::server

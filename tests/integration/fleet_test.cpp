@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "kcache/client.hpp"
+#include "kcache/sha256.hpp"
+#include "kcache/step.hpp"
 #include "redis_process.hpp"
 #include "remote/entry.hpp"
 #include "remote/redis.hpp"
@@ -380,6 +382,41 @@ TEST_F(Fleet, AHostStepEntryIsServedWholeWithItsWarningsOrNotAtAll) {
   EXPECT_EQ(refused->outcome(), v1::OUTCOME_MISS) << "an entry with a refused part is a miss";
   EXPECT_EQ(refused->outputs_size(), 0) << "never the object without its warnings";
   EXPECT_GE(c.stats().remote_rejected(), 1u);
+}
+
+// Compiles and build steps share one in-flight protocol (Cache::run_once): a result too large
+// for the daemon's cache is answered and kept nowhere, neither in RocksDB nor in Redis (a build
+// step's went to the fleet, which no daemon could then have read back whole).
+TEST_F(Fleet, AStepTooLargeForTheCacheIsAnsweredAndKeptNowhere) {
+  const std::string ptxas = "/usr/local/cuda/bin/ptxas";
+  if (!std::filesystem::exists(ptxas)) GTEST_SKIP() << "no CUDA toolkit: " << ptxas << " is absent";
+  auto redis = RedisServer::start(m_dir.path() / "redis");
+  Member a = join("a", redis->url(), {"--max-size", "1K"});
+  auto identity = device_tool_identity(StepTool::ptxas, ptxas, {}, [](const std::string& p) -> Expected<Digest> {
+    auto d = sha256_file(p);
+    if (!d) return make_error(ErrorCode::k_not_found, p);
+    return *d;
+  });
+  ASSERT_TRUE(identity);
+  v1::StepRequest r;
+  r.set_tool(v1::STEP_TOOL_PTXAS);
+  r.set_tool_digest(to_hex(*identity));
+  for (const char* arg : {"-arch=sm_80", "f0.ptx", "-o", "f1.cubin"}) r.add_args(arg);
+  v1::StepFile* in = r.add_inputs();
+  in->set_name("f0.ptx");
+  in->set_content(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry big() {\n  ret;\n}\n");
+  r.add_outputs("f1.cubin");
+  auto ran = a.client->step(r);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(ran->exit_code(), 0) << ran->stderr_text();
+  ASSERT_EQ(ran->outputs_size(), 1);
+  EXPECT_GT(ran->outputs(0).content().size(), 1024u) << "a cubin larger than the cache";
+  EXPECT_EQ(ran->outcome(), v1::OUTCOME_MISS);
+  ASSERT_TRUE(eventually([&] { return a.stats().remote_write_queue_depth() == 0; })) << "the lease's release is done";
+  EXPECT_EQ(a.stats().remote_writes(), 0u) << "written to the fleet though no daemon keeps it";
+  auto again = a.client->step(r);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->outcome(), v1::OUTCOME_MISS) << "kept nowhere: it runs again";
 }
 
 // Anyone with Redis access can make an entry as large as Redis allows (512 MB a value). A daemon
