@@ -408,4 +408,19 @@ Expected<StepAsk> step_ask(const v1::StepRequest& request) {
   return ask;
 }
 
+v1::StepRequest step_request(const StepSpec& spec, std::span<const std::string> contents, std::span<const Digest> digests) {
+  v1::StepRequest request;
+  request.set_tool(to_proto(spec.tool));
+  request.set_tool_digest(to_hex(spec.tool_digest));
+  for (const std::string& a : spec.args) request.add_args(a);
+  for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+    v1::StepFile* file = request.add_inputs();
+    file->set_name(spec.inputs[i]);
+    if (i < contents.size()) file->set_content(contents[i]);
+    else if (i < digests.size()) file->set_sha256(to_hex(digests[i]));
+  }
+  for (const std::string& name : spec.outputs) request.add_outputs(name);
+  return request;
+}
+
 }  // namespace kcache::wire

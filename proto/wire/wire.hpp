@@ -6,13 +6,15 @@
 #include <grpcpp/support/status.h>
 
 #include <optional>
-#include <string_view>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcache/ask.hpp"
 #include "kcache/expected.hpp"
 #include "kcache/job.hpp"
+#include "kcache/step.hpp"
 #include "kcache/v1/kcache.pb.h"
 
 namespace kcache::wire {
@@ -56,6 +58,11 @@ Expected<SelectAsk> select_ask(const v1::FetchRequest& request);
 // input (computed from the content that device steps must send; a host step's stated), the
 // offered object. Views point into `request`.
 Expected<StepAsk> step_ask(const v1::StepRequest& request);
+// A Step request for `spec`, as step_ask reads it back: each input with its bytes where
+// `contents` has them (in the order of spec.inputs), else with its SHA-256 from `digests` (a host
+// entry, looked up by what the client read).
+v1::StepRequest step_request(const StepSpec& spec, std::span<const std::string> contents,
+                             std::span<const Digest> digests = {});
 
 // Writes a job's spec into a request (the modules, archs and emit list are the caller's).
 void fill_request(const JobSpec& spec, v1::CompileRequest& request);

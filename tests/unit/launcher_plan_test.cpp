@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +17,7 @@
 #include "launcher/clang_plan.hpp"
 #include "launcher/nvcc_plan.hpp"
 #include "launcher/options.hpp"
+#include "launcher/plan_runner.hpp"
 #include "test_paths.hpp"
 
 namespace kcache::launcher {
@@ -257,6 +260,54 @@ TEST(NvccPlan, AModuleIdOfTimeAndProcessIsMadeFromTheUnit) {
   EXPECT_NE(*a, *c);
   EXPECT_TRUE(a->starts_with("_775905f6_12_mergeSort_cu_")) << *a;
   EXPECT_FALSE(stable_module_id("_82aa6678_26026", "u")) << "no head: not cudafe++'s form";
+}
+
+TEST(PlanRunner, ATaskWaitsForItsFilesMakerAndEveryBarrier) {
+  // 0 writes a, 1 writes b, 2 reads a (waits for 0 only), 3 is a barrier, 4 reads b after it.
+  std::mutex mutex;
+  std::vector<int> order;
+  auto step = [&](int n) {
+    return [&, n](Printed& out) {
+      std::lock_guard lock(mutex);
+      order.push_back(n);
+      out.add("out" + std::to_string(n) + "\n", "err" + std::to_string(n) + "\n");
+      return true;
+    };
+  };
+  std::vector<Task> tasks = {{step(0), {"/w/a"}}, {step(1), {"/w/b"}}, {step(2), {"/w/a"}},
+                             {step(3), {}, true}, {step(4), {"/w/b"}}};
+  std::vector<Printed> printed;
+  ASSERT_TRUE(run_plan(tasks, printed, 4));
+  auto at = [&](int n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  EXPECT_LT(at(0), at(2));
+  EXPECT_LT(at(0), at(3));
+  EXPECT_LT(at(1), at(3));
+  EXPECT_LT(at(2), at(3));
+  EXPECT_LT(at(3), at(4));
+  ASSERT_EQ(printed.size(), 5u);
+  for (int n = 0; n < 5; ++n) EXPECT_EQ(printed[n].out, "out" + std::to_string(n) + "\n") << "each in its own slot";
+}
+
+TEST(PlanRunner, WhatATaskPrintsGoesToItsSlot) {
+  std::vector<Task> tasks = {{[](Printed& out) { return out.add("late\n", ""), true; }, {}, false, 2},
+                             {[](Printed& out) { return out.add("early\n", ""), true; }, {}, false, 0}};
+  std::vector<Printed> printed;
+  ASSERT_TRUE(run_plan(tasks, printed, 2));
+  ASSERT_EQ(printed.size(), 3u);
+  EXPECT_EQ(printed[0].out, "early\n");
+  EXPECT_EQ(printed[1].out, "");
+  EXPECT_EQ(printed[2].out, "late\n");
+}
+
+TEST(PlanRunner, AFailureStartsNothingAfterIt) {
+  std::atomic<int> ran = 0;
+  std::vector<Task> tasks = {{[&](Printed&) { return ++ran, false; }, {}, true},
+                             {[&](Printed&) { return ++ran, true; }, {}, false}};
+  std::vector<Printed> printed;
+  EXPECT_FALSE(run_plan(tasks, printed, 4));
+  EXPECT_EQ(ran, 1) << "the task after the failed barrier never started";
+  EXPECT_EQ(work_files({"--image3=kind=elf,sm=80,file=/w/x.cubin", "/w/y.ptx", "z"}, "/w/"),
+            Words({"/w/x.cubin", "/w/y.ptx"}));
 }
 
 // A recorded plan (tests/data/launcher/plans/NAME.nvcc or .clang).

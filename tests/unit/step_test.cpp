@@ -7,6 +7,7 @@
 
 #include "kcache/step.hpp"
 #include "launcher/nvcc_plan.hpp"
+#include "wire/wire.hpp"
 
 namespace kcache {
 namespace {
@@ -290,6 +291,40 @@ TEST(Steps, EveryPartOfAStepIsInItsKey) {
   EXPECT_NE(compute_step_key(base, other_bytes), key);
   // Not a compile key of anything: another domain.
   EXPECT_NE(step_tool_identity(StepTool::cicc, inputs), step_tool_identity(StepTool::ptxas, inputs));
+}
+
+// The launcher builds its Step requests through wire::step_request, which the daemon reads back
+// with wire::step_ask: the same spec, device inputs by their bytes, a host entry's by digest.
+TEST(Steps, ARequestIsReadBackAsItsSpec) {
+  StepSpec spec;
+  spec.tool = StepTool::ptxas;
+  spec.tool_digest = sha256("ptxas");
+  spec.args = {"-arch=sm_80", "f0.ptx", "-o", "f1.cubin"};
+  spec.inputs = {"f0.ptx"};
+  spec.outputs = {"f1.cubin"};
+  const std::vector<std::string> contents = {".version 8.0\n.target sm_80\n.address_size 64\n"};
+  v1::StepRequest request = wire::step_request(spec, contents);
+  auto ask = wire::step_ask(request);
+  ASSERT_TRUE(ask) << ask.error().message;
+  EXPECT_EQ(ask->spec.tool, spec.tool);
+  EXPECT_EQ(ask->spec.tool_digest, spec.tool_digest);
+  EXPECT_EQ(ask->spec.args, spec.args);
+  EXPECT_EQ(ask->spec.inputs, spec.inputs);
+  EXPECT_EQ(ask->spec.outputs, spec.outputs);
+  ASSERT_EQ(ask->inputs.size(), 1u);
+  EXPECT_EQ(ask->inputs[0], contents[0]);
+
+  StepSpec host = spec;
+  host.tool = StepTool::host;
+  host.args = {"-O2", "-fpreprocessed", "-fdirectives-only"};
+  host.inputs = {"k.cudafe1.cpp"};
+  host.outputs = {std::string(k_step_object)};
+  const Digest text = sha256("the unit's text");
+  auto looked = wire::step_ask(wire::step_request(host, {}, std::span(&text, 1)));
+  ASSERT_TRUE(looked) << looked.error().message;
+  EXPECT_TRUE(looked->inputs.empty()) << "looked up by digest, no bytes sent";
+  ASSERT_EQ(looked->input_digests.size(), 1u);
+  EXPECT_EQ(looked->input_digests[0], text);
 }
 
 TEST(NvccPlan, ShellWordsAreReadAsShReadsThem) {

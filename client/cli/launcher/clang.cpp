@@ -28,48 +28,33 @@ class ClangLaunch : public Launch {
  public:
   using Launch::Launch;
 
-  int run() {
-    std::vector<std::string> real = {m_compiler};
-    real.insert(real.end(), m_args.begin(), m_args.end());
-    if (auto reason = expand_response_files()) return unchanged(real, *reason);
-    Invocation invocation = clang_invocation(m_args);
-    if (!invocation.unchanged.empty()) return unchanged(real, invocation.unchanged);
-    if (invocation.per_source.size() > 1) {
-      // Each source its own compile and object, in order; the first that fails ends it, with
-      // clang's own messages and exit code.
-      m_stats.add("launcher.several_sources");
-      for (const std::vector<std::string>& one : invocation.per_source) {
-        if (int code = ClangLaunch(m_compiler, one).run(); code != 0) return code;
-      }
-      return 0;
-    }
-    if (work().empty()) return unchanged(real, "no temporary folder");
-    if (auto reason = plan()) return unchanged(real, *reason);
-    m_stats.add("launcher.compiles");
-    std::vector<Task> tasks;
+  // clang reads @FILE; its one rule for sources (options.hpp).
+  std::optional<std::string> read_option_files() override { return expand_response_files(); }
+  Invocation invocation() const override { return clang_invocation(m_args); }
+  std::unique_ptr<Launch> for_source(std::vector<std::string> args) const override {
+    return std::make_unique<ClangLaunch>(m_compiler, std::move(args));
+  }
+  std::vector<Task> tasks() override {
+    std::vector<Task> list;
     int device_units = 0;
     for (const std::vector<std::string>& argv : m_commands) {
       if (is_host_compile(argv)) {
         // The host side's preprocessing reads only the source: it runs from the start, beside
         // the device side's work; its compile waits for the device image.
-        tasks.push_back({[this, &argv] { return preprocess_host(argv); }, {}, false, {}});
-        tasks.push_back({[this, &argv] { return host_compile(argv); }, {}, true, {}});
+        list.push_back({[this, &argv](Printed& out) { return preprocess_host(argv, out); }, {}, false, {}});
+        list.push_back({[this, &argv](Printed& out) { return host_compile(argv, out); }, {}, true, {}});
         continue;
       }
       Task task;
       task.files = work_files(argv);
       int unit = is_device_compile(argv) ? ++device_units : 0;
-      task.run = [this, &argv, unit] { return run_command(argv, unit); };
-      tasks.push_back(std::move(task));
+      task.run = [this, &argv, unit](Printed& out) { return run_command(argv, unit, out); };
+      list.push_back(std::move(task));
     }
-    if (!run_plan(tasks)) {
-      // clang itself says what failed, with its exit code, and nothing is kept.
-      m_stats.add("launcher.failed");
-      return run_unchanged(real);
-    }
-    std::fwrite(m_driver_diagnostics.data(), 1, m_driver_diagnostics.size(), stderr);
-    return finish();
+    return list;
   }
+  // The driver's own warnings, which clang's compile would print first.
+  void after_plan() override { std::fwrite(m_driver_diagnostics.data(), 1, m_driver_diagnostics.size(), stderr); }
 
  private:
   // @FILE: its words in its place, as clang reads them (a response file it cannot read: clang's).
@@ -88,7 +73,7 @@ class ClangLaunch : public Launch {
     return std::nullopt;
   }
 
-  std::optional<std::string> plan() {
+  std::optional<std::string> plan() override {
     if (!is_cuda_compile(m_args)) return "not CUDA (clang)";
     std::vector<std::string> dry = {m_compiler, "-###"};
     dry.insert(dry.end(), m_args.begin(), m_args.end());
@@ -130,11 +115,11 @@ class ClangLaunch : public Launch {
   }
 
   // One command of the plan; `unit` numbers the device compiles.
-  bool run_command(const std::vector<std::string>& argv, int unit) {
+  bool run_command(const std::vector<std::string>& argv, int unit, Printed& out) {
     std::string program = basename_of(argv.front());
-    if (program == "ptxas") return device_step(StepTool::ptxas, argv, device_identity(StepTool::ptxas, argv.front(), {}));
-    if (argv.size() > 2 && argv[1] == "-cc1") return device_compile(argv, unit);
-    return run_here(argv);
+    if (program == "ptxas") return device_step(out, StepTool::ptxas, argv, device_identity(StepTool::ptxas, argv.front(), {}));
+    if (argv.size() > 2 && argv[1] == "-cc1") return device_compile(argv, unit, out);
+    return run_here(argv, &out);
   }
 
   // The host side's identity: clang's files (clang_identity_files) as the launcher hashes them.
@@ -160,11 +145,11 @@ class ClangLaunch : public Launch {
   }
 
   // One arch's device compile: preprocessed here, compiled on the daemon to PTX.
-  bool device_compile(const std::vector<std::string>& argv, int unit) {
+  bool device_compile(const std::vector<std::string>& argv, int unit, Printed& out) {
     std::string output = output_of(argv);
     std::string text = work() + "device-" + std::to_string(unit) + ".cui";
     ClangSplit s = split(argv, "-S", text, false, output);
-    if (!run_here(s.preprocess)) return false;
+    if (!run_here(s.preprocess, &out)) return false;
     std::string libdevice;
     for (std::size_t i = 0; i + 1 < s.compile.size(); ++i) {
       if (s.compile[i] == "-mlink-builtin-bitcode") libdevice = s.compile[i + 1];
@@ -172,20 +157,20 @@ class ClangLaunch : public Launch {
     std::map<std::string, std::string> renamed;
     if (basename_of(libdevice) == k_step_libdevice) renamed[libdevice] = std::string(k_step_libdevice);
     auto identity = device_identity(StepTool::clang, argv.front(), renamed.empty() ? std::string() : libdevice);
-    return device_step(StepTool::clang, s.compile, identity, renamed, s.compile);
+    return device_step(out, StepTool::clang, s.compile, identity, renamed, s.compile);
   }
 
   // The host side, preprocessed here (with the dependency file).
-  bool preprocess_host(const std::vector<std::string>& argv) {
+  bool preprocess_host(const std::vector<std::string>& argv, Printed& out) {
     m_host = split(argv, "-emit-obj", host_text(), true, host_object_path());
-    return run_here(m_host.preprocess);
+    return run_here(m_host.preprocess, &out);
   }
 
   // The host side's object, looked up by its preprocessed text, the device image it embeds and
   // the options, else compiled here from that text and offered.
-  bool host_compile(const std::vector<std::string>& argv) {
+  bool host_compile(const std::vector<std::string>& argv, Printed& out) {
     std::string target = output_of(argv);
-    if (target.empty()) return run_here(argv);
+    if (target.empty()) return run_here(argv, &out);
     HostCompile host;
     host.object = host_object_path();
     const std::string text = host_text();
@@ -210,7 +195,7 @@ class ClangLaunch : public Launch {
         std::string path = a.substr(at);
         std::string name = "f" + std::to_string(host.inputs.size()) + fs::path(path).extension().string();
         auto digest = sha256_file(path);
-        if (!digest) return run_here(argv);
+        if (!digest) return run_here(argv, &out);
         host.inputs.emplace_back(name, *digest);
         a = a.substr(0, at) + name;
       }
@@ -218,7 +203,7 @@ class ClangLaunch : public Launch {
     }
     stage(host.object, target);
     host.identity = host_clang_identity(argv.front());
-    return host_object(host);
+    return host_object(out, host);
   }
 
   std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order

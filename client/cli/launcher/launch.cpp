@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,88 +21,13 @@
 #include "kcache/search_path.hpp"
 #include "launcher/local_objects.hpp"
 #include "launcher/nvcc_plan.hpp"
+#include "wire/wire.hpp"
 
 extern char** environ;
 
 namespace kcache::launcher {
 
 namespace fs = std::filesystem;
-
-void LocalStats::add(std::string name) {
-  for (char& c : name) {
-    if (c == ' ' || c == '\n' || c == '\t') c = '_';
-  }
-  std::lock_guard lock(m_mutex);
-  ++m_counts[name];
-}
-
-void LocalStats::write() {
-  std::lock_guard lock(m_mutex);
-  if (m_counts.empty()) return;
-  fs::path dir = state_dir();
-  if (dir.empty()) return;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  int fd = ::open((dir / "launcher-stats").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  if (::flock(fd, LOCK_EX) == 0) {
-    std::string text;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-    std::map<std::string, unsigned long long> counts;
-    std::istringstream in(text);
-    std::string name;
-    unsigned long long count = 0;
-    while (in >> name >> count) counts[name] += count;
-    for (const auto& [n, c] : m_counts) counts[n] += c;
-    std::string out;
-    for (const auto& [n, c] : counts) out += n + " " + std::to_string(c) + "\n";
-    if (::ftruncate(fd, 0) == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
-      [[maybe_unused]] ssize_t w = ::write(fd, out.data(), out.size());
-    }
-  }
-  ::close(fd);
-  m_counts.clear();
-}
-
-std::string file_identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
-         " " + std::to_string(st.st_ino) + " " + path;
-}
-
-Expected<Digest> cached_digest(const std::string& identity, const std::function<Expected<Digest>()>& compute) {
-  static std::recursive_mutex mutex;  // one launch's steps ask from several threads
-  std::lock_guard lock(mutex);
-  fs::path table = state_dir().empty() ? fs::path() : state_dir() / "tools";
-  if (!table.empty()) {
-    std::ifstream in(table);
-    for (std::string line; std::getline(in, line);) {
-      if (line.size() > 65 && line.compare(65, std::string::npos, identity) == 0) {
-        if (auto d = digest_from_hex(line.substr(0, 64))) return *d;
-      }
-    }
-  }
-  auto digest = compute();
-  if (!digest) return digest;
-  if (!table.empty()) {
-    std::error_code ec;
-    fs::create_directories(table.parent_path(), ec);
-    std::ofstream(table, std::ios::app) << to_hex(*digest) << " " << identity << "\n";
-  }
-  return digest;
-}
-
-Expected<Digest> file_digest(const std::string& path) {
-  std::string identity = file_identity(path);
-  if (identity.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + path);
-  return cached_digest(identity, [&]() -> Expected<Digest> {
-    auto digest = sha256_file(path);
-    if (!digest) return make_error(ErrorCode::k_not_found, "cannot read " + path);
-    return *digest;
-  });
-}
 
 std::string basename_of(std::string_view path) {
   auto slash = path.rfind('/');
@@ -154,6 +78,33 @@ Launch::Launch(std::string compiler, std::vector<std::string> args)
   }
 }
 
+int Launch::run() {
+  std::vector<std::string> real = {m_compiler};
+  real.insert(real.end(), m_args.begin(), m_args.end());
+  if (auto reason = read_option_files()) return unchanged(real, *reason);
+  Invocation sources = invocation();
+  if (!sources.unchanged.empty()) return unchanged(real, sources.unchanged);
+  if (sources.per_source.size() > 1) {
+    // Each source its own compile and object, in order, as the compiler compiles them; the first
+    // that fails ends the build with the compiler's own messages and exit code.
+    m_stats.add("launcher.several_sources");
+    for (std::vector<std::string>& one : sources.per_source) {
+      if (int code = for_source(std::move(one))->run(); code != 0) return code;
+    }
+    return 0;
+  }
+  if (work().empty()) return unchanged(real, "no temporary folder");
+  if (auto reason = plan()) return unchanged(real, *reason);
+  m_stats.add("launcher.compiles");
+  if (!run_plan(tasks())) {
+    // A failed step: the compiler itself says what failed, with its exit code, and nothing is kept.
+    m_stats.add("launcher.failed");
+    return run_unchanged(real);
+  }
+  after_plan();
+  return finish();
+}
+
 Launch::~Launch() {
   std::error_code ec;
   if (!m_work_prefix.empty()) fs::remove_all(m_work_prefix, ec);
@@ -187,7 +138,7 @@ Expected<std::vector<std::string>> Launch::options_file_words(const std::string&
   return words;
 }
 
-bool Launch::run_here(const std::vector<std::string>& argv, const std::string& cwd, ProcessResult* result, bool print) {
+bool Launch::run_here(const std::vector<std::string>& argv, Printed* out, const std::string& cwd, ProcessResult* result) {
   std::vector<std::string> env = env_list();
   ProcessOptions options;
   options.output = ProcessOptions::Output::separate;
@@ -197,100 +148,20 @@ bool Launch::run_here(const std::vector<std::string>& argv, const std::string& c
   auto ran = run_process(argv, options);
   if (!ran) return false;
   if (ran->exit_code != 0 || ran->signal != 0) return false;
-  if (print) {
-    Printed& p = printed();
-    p.out += ran->output, p.err += ran->error_output;
-  }
+  if (out) out->add(ran->output, ran->error_output);
   if (result) *result = std::move(*ran);
   return true;
 }
 
-namespace {
-thread_local std::size_t t_task = 0;  // the plan's task this thread runs (run_plan), + 1
-}  // namespace
-
-Launch::Printed& Launch::printed() {
-  std::lock_guard lock(m_mutex);
-  return m_printed[t_task < m_printed.size() ? t_task : 0];
-}
-
-std::vector<std::string> Launch::work_files(const std::vector<std::string>& argv) const {
-  std::vector<std::string> out;
-  if (work().empty()) return out;
-  for (const std::string& a : argv) {
-    for (std::size_t at = a.find(work()); at != std::string::npos; at = a.find(work(), at + 1)) {
-      std::size_t end = a.find(',', at);
-      out.push_back(a.substr(at, end == std::string::npos ? std::string::npos : end - at));
-    }
-  }
-  return out;
-}
-
 bool Launch::run_plan(const std::vector<Task>& tasks) {
-  {
-    std::size_t slots = tasks.size();
-    for (const Task& t : tasks) slots = std::max(slots, t.slot.value_or(0) + 1);
-    std::lock_guard lock(m_mutex);
-    m_printed.resize(slots + 1);
-  }
-  // after[j]: the tasks j waits for. A file's maker is the first task to name it (plans name a
-  // file first where they write it); the tasks that name it later wait for that one only, so
-  // two archs' cicc, which both read the module ID file cudafe++ wrote, run at once.
-  std::map<std::string, std::size_t> maker;
-  std::vector<std::vector<std::size_t>> after(tasks.size());
-  for (std::size_t j = 0; j < tasks.size(); ++j) {
-    for (const std::string& f : tasks[j].files) {
-      auto [it, first] = maker.emplace(f, j);
-      if (!first && it->second != j) after[j].push_back(it->second);
-    }
-    for (std::size_t i = 0; i < j; ++i) {
-      if (tasks[i].barrier || tasks[j].barrier) after[j].push_back(i);
-    }
-  }
-  enum class State { waiting, running, done };
-  std::vector<State> state(tasks.size(), State::waiting);
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool failed = false;
-  std::size_t running = 0;
-  // At least 4: a device step mostly waits for the daemon.
-  const std::size_t parallel = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 4, 16);
-  std::vector<std::thread> threads;
-  std::unique_lock lock(mutex);
-  for (;;) {
-    bool all_done = true;
-    for (std::size_t j = 0; j < tasks.size() && !failed && running < parallel; ++j) {
-      if (state[j] != State::waiting) continue;
-      bool ready = std::all_of(after[j].begin(), after[j].end(), [&](std::size_t i) { return state[i] == State::done; });
-      if (!ready) continue;
-      state[j] = State::running;
-      ++running;
-      threads.emplace_back([&, j] {
-        t_task = tasks[j].slot.value_or(j) + 1;
-        bool ok = tasks[j].run();
-        std::lock_guard done(mutex);
-        state[j] = State::done;
-        failed |= !ok;
-        --running;
-        changed.notify_all();
-      });
-    }
-    for (State s : state) all_done &= s == State::done;
-    if (all_done || (failed && running == 0)) break;
-    changed.wait(lock);
-  }
-  lock.unlock();
-  for (std::thread& t : threads) t.join();
-  return !failed;
+  // At least 4 at a time: a device step mostly waits for the daemon.
+  return launcher::run_plan(tasks, m_printed, std::clamp<std::size_t>(std::thread::hardware_concurrency(), 4, 16));
 }
 
-std::pair<std::string, std::string> Launch::printed_in(const std::vector<std::size_t>& slots) {
-  std::lock_guard lock(m_mutex);
-  std::pair<std::string, std::string> out;
+Printed Launch::printed_in(const std::vector<std::size_t>& slots) const {
+  Printed out;
   for (std::size_t s : slots) {
-    if (s + 1 >= m_printed.size()) continue;
-    out.first += m_printed[s + 1].out;
-    out.second += m_printed[s + 1].err;
+    if (s < m_printed.size()) out.add(m_printed[s].out, m_printed[s].err);
   }
   return out;
 }
@@ -339,7 +210,7 @@ std::optional<v1::StepResponse> Launch::ask_daemon(const v1::StepRequest& reques
   return std::nullopt;
 }
 
-bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, const Expected<Digest>& identity,
+bool Launch::device_step(Printed& out, StepTool tool, const std::vector<std::string>& argv, const Expected<Digest>& identity,
                          const std::map<std::string, std::string>& renamed, const std::vector<std::string>& local) {
   const std::string tool_name(step_tool_name(tool));
   StepSpec spec;
@@ -368,14 +239,14 @@ bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, co
   auto run_locally = [&] {
     m_device_missed = true;
     m_stats.add(tool_name + ".local");
-    if (!local.empty()) return run_here(local);
+    if (!local.empty()) return run_here(local, &out);
     fs::path folder = work() + "step-" + std::to_string(++m_local_steps);
     std::error_code ec;
     fs::create_directory(folder, ec);
     for (const std::string& name : spec.inputs) fs::copy_file(path_of(name), folder / name, ec);
     std::vector<std::string> here = {argv.front()};
     here.insert(here.end(), spec.args.begin(), spec.args.end());
-    if (!run_here(here, folder.string())) return false;
+    if (!run_here(here, &out, folder.string())) return false;
     for (const std::string& name : spec.outputs) {
       fs::rename(folder / name, path_of(name), ec);
       if (ec) return false;
@@ -384,28 +255,20 @@ bool Launch::device_step(StepTool tool, const std::vector<std::string>& argv, co
   };
   if (!check_step(spec) || !identity) return run_locally();
   spec.tool_digest = *identity;
-  v1::StepRequest request;
-  request.set_tool(tool == StepTool::cicc ? v1::STEP_TOOL_CICC : tool == StepTool::clang ? v1::STEP_TOOL_CLANG : v1::STEP_TOOL_PTXAS);
-  request.set_tool_digest(to_hex(spec.tool_digest));
-  for (const std::string& a : spec.args) request.add_args(a);
+  std::vector<std::string> contents;
   for (const std::string& name : spec.inputs) {
-    v1::StepFile* f = request.add_inputs();
-    f->set_name(name);
-    f->set_content(read_file(path_of(name)));
+    contents.push_back(read_file(path_of(name)));
     // Text the daemon would refuse to compile (kcache/step.hpp) is compiled here instead.
-    if (!check_step_input(tool, name, f->content())) return run_locally();
+    if (!check_step_input(tool, name, contents.back())) return run_locally();
   }
-  for (const std::string& name : spec.outputs) request.add_outputs(name);
-  auto answer = ask_daemon(request, tool);
+  auto answer = ask_daemon(wire::step_request(spec, contents), tool);
   if (!answer) return run_locally();
   if (answer->exit_code() != 0) return false;  // the real compiler reruns and reports it
   for (const v1::StepFile& f : answer->outputs()) {
     std::string path = path_of(f.name());
     if (path.empty() || !write_file(path, f.content())) return false;
   }
-  Printed& p = printed();
-  p.out += answer->stdout_text();
-  p.err += answer->stderr_text();
+  out.add(answer->stdout_text(), answer->stderr_text());
   if (answer->outcome() == v1::OUTCOME_MISS) m_device_missed = true;
   m_stats.add(tool_name + (answer->outcome() == v1::OUTCOME_MISS ? ".miss" : ".hit"));
   return true;
@@ -420,19 +283,16 @@ Expected<Digest> Launch::host_compiler_identity(const std::string& program, cons
                        [&]() { return kcache::host_compiler_identity(driver, proper, file_digest); });
 }
 
-bool Launch::host_object(HostCompile& host) {
+bool Launch::host_object(Printed& out, HostCompile& host) {
   // The compile, started early (a device step missed) or when the look-up found nothing.
   std::optional<std::thread> early;
   bool early_ok = false;
   ProcessResult compiled;
-  if (m_device_missed && client() == nullptr) early.emplace([&] { early_ok = run_here(host.compile, {}, &compiled, false); });
+  if (m_device_missed && client() == nullptr) early.emplace([&] { early_ok = run_here(host.compile, nullptr, {}, &compiled); });
   auto compile_here = [&]() {
-    if (!early) early_ok = run_here(host.compile, {}, &compiled, false);
+    if (!early) early_ok = run_here(host.compile, nullptr, {}, &compiled);
     if (early) early->join(), early.reset();
-    if (early_ok) {
-      Printed& p = printed();
-      p.out += compiled.output, p.err += compiled.error_output;
-    }
+    if (early_ok) out.add(compiled.output, compiled.error_output);
     return early_ok;
   };
   if (host.prepare && !host.prepare(host)) {
@@ -444,7 +304,7 @@ bool Launch::host_object(HostCompile& host) {
     return compile_here();
   }
   v1::StepRequest request = object_request(StepTool::host, *host.identity, host.key_args, host.inputs);
-  if (take_local_object(request, StepTool::host, host.object)) {
+  if (take_local_object(out, request, StepTool::host, host.object)) {
     if (early) early->join(), early.reset();
     return true;
   }
@@ -456,7 +316,7 @@ bool Launch::host_object(HostCompile& host) {
     found = ask_daemon(request, StepTool::host);
     if (holds_object(found)) {
       if (early) early->join(), early.reset();  // its object is replaced by the one found
-      return take_object(*found, StepTool::host, host.object);
+      return take_object(out, *found, StepTool::host, host.object);
     }
   }
   if (send_text && (found || m_device_missed)) {
@@ -467,10 +327,10 @@ bool Launch::host_object(HostCompile& host) {
     auto ran = ask_daemon(run, StepTool::host);
     if (holds_object(ran)) {
       if (early) early->join(), early.reset();
-      if (ran->outcome() == v1::OUTCOME_HIT) return take_object(*ran, StepTool::host, host.object);
+      if (ran->outcome() == v1::OUTCOME_HIT) return take_object(out, *ran, StepTool::host, host.object);
       m_stats.add("host.miss");
       m_stats.add("host.compiled_by_daemon");
-      return use_object(ran->outputs(0).content(), ran->stdout_text(), ran->stderr_text(), host.object);
+      return use_object(out, ran->outputs(0).content(), ran->stdout_text(), ran->stderr_text(), host.object);
     }
     // It could not (another compiler, an option it does not run, or the compile failed there):
     // here, where the compiler's own messages reach the build.
@@ -487,34 +347,33 @@ bool Launch::host_object(HostCompile& host) {
 
 v1::StepRequest Launch::object_request(StepTool tool, const Digest& identity, const std::vector<std::string>& key_args,
                                        const std::vector<std::pair<std::string, Digest>>& inputs) {
-  v1::StepRequest request;
-  request.set_tool(tool == StepTool::nvcc ? v1::STEP_TOOL_NVCC : v1::STEP_TOOL_HOST);
-  request.set_tool_digest(to_hex(identity));
-  for (const std::string& a : key_args) request.add_args(a);
+  StepSpec spec;
+  spec.tool = tool;
+  spec.tool_digest = identity;
+  spec.args = key_args;
+  std::vector<Digest> digests;
   for (const auto& [name, digest] : inputs) {
-    v1::StepFile* input = request.add_inputs();
-    input->set_name(name);
-    input->set_sha256(to_hex(digest));
+    spec.inputs.push_back(name);
+    digests.push_back(digest);
   }
-  request.add_outputs(std::string(k_step_object));
-  return request;
+  spec.outputs = {std::string(k_step_object)};
+  return wire::step_request(spec, {}, digests);
 }
 
 bool Launch::holds_object(const std::optional<v1::StepResponse>& found) {
   return found && found->exit_code() == 0 && found->outputs_size() == 1;
 }
 
-bool Launch::take_object(const v1::StepResponse& found, StepTool tool, const std::string& object) {
-  if (!use_object(found.outputs(0).content(), found.stdout_text(), found.stderr_text(), object)) return false;
+bool Launch::take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object) {
+  if (!use_object(out, found.outputs(0).content(), found.stdout_text(), found.stderr_text(), object)) return false;
   m_stats.add(std::string(step_tool_name(tool)) + ".hit");
   return true;
 }
 
-bool Launch::use_object(std::string_view bytes, std::string_view out, std::string_view err, const std::string& object) {
+bool Launch::use_object(Printed& printed, std::string_view bytes, std::string_view out, std::string_view err,
+                        const std::string& object) {
   if (!write_file(object, bytes)) return false;
-  Printed& p = printed();
-  p.out += out;
-  p.err += err;
+  printed.add(out, err);
   return true;
 }
 
@@ -540,9 +399,9 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
   }
 }
 
-bool Launch::take_local_object(const v1::StepRequest& request, StepTool tool, const std::string& object) {
+bool Launch::take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object) {
   auto found = LocalObjects::open().get(request);
-  if (!found || !use_object(found->object, found->stdout_text, found->stderr_text, object)) return false;
+  if (!found || !use_object(out, found->object, found->stdout_text, found->stderr_text, object)) return false;
   m_stats.add(std::string(step_tool_name(tool)) + ".local_hit");
   return true;
 }

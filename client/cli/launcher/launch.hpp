@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,32 +21,12 @@
 #include "kcache/process.hpp"
 #include "kcache/sha256.hpp"
 #include "kcache/step.hpp"
+#include "launcher/local_stats.hpp"
 #include "launcher/options.hpp"
+#include "launcher/plan_runner.hpp"
+#include "launcher/tool_identity.hpp"
 
 namespace kcache::launcher {
-
-// Counters of this machine's launches, kept in the client's state folder (`launcher-stats`):
-// "name count" lines, updated under an flock. `kcache stats` prints them.
-class LocalStats {
- public:
-  void add(std::string name);  // from any thread
-  ~LocalStats() { write(); }
-  void write();  // adds this launch's counts to the file's
-
- private:
-  std::mutex m_mutex;
-  std::map<std::string, unsigned long long> m_counts;
-};
-
-// The SHA-256 of a file, kept in the state folder (`tools`) by path, size, modification time and
-// inode, so a launch hashes a toolkit's program (150 MB for cicc and ptxas) once per change of it.
-Expected<Digest> file_digest(const std::string& path);
-
-// A digest kept in the same table under `identity`, computed by `compute` once per identity.
-Expected<Digest> cached_digest(const std::string& identity, const std::function<Expected<Digest>()>& compute);
-
-// How a file is known in that table: size, modification time, inode and path; empty when absent.
-std::string file_identity(const std::string& path);
 
 std::string basename_of(std::string_view path);
 std::string read_file(const std::string& path);
@@ -68,16 +49,29 @@ class Launch {
   Launch(std::string compiler, std::vector<std::string> args);
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
-  ~Launch();  // removes the work folder
+  virtual ~Launch();  // removes the work folder
+
+  // The launch, the same for every compiler: its option files read, the one rule for sources
+  // (the compiler unchanged, counted with its reason; or each source its own launch), the
+  // compiler's plan, its tasks run, and the end: the compiler's exit code.
+  int run();
 
  protected:
+  // What each compiler says of itself.
+  virtual std::optional<std::string> read_option_files() = 0;  // the reason when one cannot be read
+  virtual Invocation invocation() const = 0;
+  virtual std::unique_ptr<Launch> for_source(std::vector<std::string> args) const = 0;
+  virtual std::optional<std::string> plan() = 0;  // the reason when the launcher does not run it
+  virtual std::vector<Task> tasks() = 0;
+  virtual void after_plan() {}  // once every task succeeded, before finish()
+
   // The launch's folder for the compiler's temporary files ("" when none could be made); ends in '/'.
   const std::string& work() const { return m_work_prefix; }
 
   // Runs argv here with the plan's environment, in `cwd` (empty: the caller's). What it prints
-  // is kept for the end (`print`); `result` gets the run.
-  bool run_here(const std::vector<std::string>& argv, const std::string& cwd = {}, ProcessResult* result = nullptr,
-                bool print = true);
+  // goes to `out` (none: not printed); `result` gets the run.
+  bool run_here(const std::vector<std::string>& argv, Printed* out, const std::string& cwd = {},
+                ProcessResult* result = nullptr);
 
   // A device step (cicc, clang, ptxas) of the plan, `argv` as the plan runs it: every file in the
   // work folder is renamed by order and extension (f0.ii, f1.ptx, ...), so one arch's work has one
@@ -85,7 +79,7 @@ class Launch {
   // step spelling (clang's libdevice). Sent to the daemon as a step with `identity`, or, when it
   // cannot take it, run here: `local` as given (in the caller's folder), or when empty the step's
   // own arguments in a folder of its own.
-  bool device_step(StepTool tool, const std::vector<std::string>& argv, const Expected<Digest>& identity,
+  bool device_step(Printed& out, StepTool tool, const std::vector<std::string>& argv, const Expected<Digest>& identity,
                    const std::map<std::string, std::string>& renamed = {}, const std::vector<std::string>& local = {});
 
   // A host object: looked up by `key_args` and the digests of what the compile reads (`inputs`:
@@ -106,7 +100,7 @@ class Launch {
   };
   // When a device step of this compile missed, the object is almost surely new (it embeds the
   // device image): where no daemon is asked, the compile then starts at once, beside `prepare`.
-  bool host_object(HostCompile& host);
+  bool host_object(Printed& out, HostCompile& host);
 
   // A host-side entry (the host compile's object, or nvcc's whole compile's): its request, named by
   // the tool's identity, the key's arguments and the inputs' digests, asking for the object.
@@ -115,10 +109,11 @@ class Launch {
   // Whether the daemon's answer to it (ask_daemon) found the object; take_object then writes it to
   // `object` and keeps what its compile printed, to print.
   static bool holds_object(const std::optional<v1::StepResponse>& found);
-  bool take_object(const v1::StepResponse& found, StepTool tool, const std::string& object);
+  bool take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object);
   // Writes an object from anywhere but this compile (the daemon, this machine's store) to
   // `object`, and keeps what its compile printed, to print; false when it cannot be written.
-  bool use_object(std::string_view bytes, std::string_view out, std::string_view err, const std::string& object);
+  bool use_object(Printed& printed, std::string_view bytes, std::string_view out, std::string_view err,
+                  const std::string& object);
   // Offers the object compiled here, with what its compile printed, under the request's key; the
   // build goes on whether the daemon keeps it or not. What no daemon keeps for this client (it
   // may not publish, or none answers) is kept in this machine's own objects instead.
@@ -126,7 +121,7 @@ class Launch {
                     const std::string& err);
   // This machine's own objects (local_objects.hpp), looked at before the daemon is asked: a hit
   // writes `object`, keeps what its compile printed, and counts TOOL.local_hit.
-  bool take_local_object(const v1::StepRequest& request, StepTool tool, const std::string& object);
+  bool take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object);
 
   // A device step tool's identity (device_tool_identity, kcache/step.hpp): its program as the
   // plan's PATH finds it, the libdevice it links (cicc, clang), each file's digest kept by identity.
@@ -149,28 +144,14 @@ class Launch {
   // Puts each staged output in place and prints what the steps printed: the compile's end.
   int finish();
 
-  // One step of a plan, for run_plan: what it runs, the work folder's files it names (its
-  // inputs and outputs), and whether it must wait for every step before it and hold back every
-  // step after it (removals, variable assignments, the host compile, which includes files the
-  // plan does not name).
-  struct Task {
-    std::function<bool()> run;
-    std::vector<std::string> files;
-    bool barrier = false;
-    // Where what it prints goes among the tasks' (what finish() prints in order): its own place
-    // by default; a plan run out of its order keeps each step's in the plan's.
-    std::optional<std::size_t> slot;
-  };
-  // Runs the tasks, each once the task that first named each of its files (its maker), and every
-  // earlier barrier, has finished, several at a time: each arch's chain of steps, and the preprocessors, overlap as
-  // the plan's order allows. What each prints is kept in plan order. False at the first failure
-  // (the tasks already running finish first).
+  // Runs the plan's tasks (plan_runner.hpp), what each printed kept for the end in plan order.
   bool run_plan(const std::vector<Task>& tasks);
-  // What the tasks printed in these slots, in order: (stdout, stderr).
-  std::pair<std::string, std::string> printed_in(const std::vector<std::size_t>& slots);
-  // The work folder's files an argument list names, alone or inside an argument
-  // (--image3=kind=elf,sm=80,file=F).
-  std::vector<std::string> work_files(const std::vector<std::string>& argv) const;
+  // What the tasks printed in these slots, in order (after run_plan).
+  Printed printed_in(const std::vector<std::size_t>& slots) const;
+  // The work folder's files an argument list names.
+  std::vector<std::string> work_files(const std::vector<std::string>& argv) const {
+    return launcher::work_files(argv, m_work_prefix);
+  }
 
   // A file `staged` in the work folder that becomes `target` when the compile has succeeded.
   void stage(std::string staged, std::string target) {
@@ -197,15 +178,9 @@ class Launch {
   kcache::Client* client();
 
   std::string m_work_prefix;
-  // What a step printed, to print at the end: per task in plan order (run_plan), else one.
-  struct Printed {
-    std::string out, err;
-  };
-  Printed& printed();
-
-  std::mutex m_mutex;  // guards m_finals, m_client's creation and m_printed
+  std::mutex m_mutex;  // guards m_finals and m_client's creation
   std::vector<std::pair<std::string, std::string>> m_finals;  // (staged, target)
-  std::vector<Printed> m_printed = std::vector<Printed>(1);
+  std::vector<Printed> m_printed;  // what each task printed, by slot (run_plan)
   std::optional<kcache::Client> m_client;
   std::atomic<bool> m_daemon_down = false;
   std::atomic<bool> m_device_missed = false;  // a device step of this compile missed or ran here

@@ -24,35 +24,18 @@ class NvccLaunch : public Launch {
  public:
   using Launch::Launch;
 
-  int run() {
-    std::vector<std::string> real = {m_compiler};
-    real.insert(real.end(), m_args.begin(), m_args.end());
-    if (auto reason = expand_options_files()) return unchanged(real, *reason);
-    Invocation invocation = nvcc_invocation(m_args);
-    if (!invocation.unchanged.empty()) return unchanged(real, invocation.unchanged);
-    if (invocation.per_source.size() > 1) {
-      // Each source its own compile and object, in order, as nvcc compiles them; the first that
-      // fails ends the build with nvcc's own messages and exit code.
-      m_stats.add("launcher.several_sources");
-      for (const std::vector<std::string>& one : invocation.per_source) {
-        if (int code = NvccLaunch(m_compiler, one).run(); code != 0) return code;
-      }
-      return 0;
-    }
-    if (work().empty()) return unchanged(real, "no temporary folder");
-    if (auto reason = plan()) return unchanged(real, *reason);
-    m_stats.add("launcher.compiles");
-    std::vector<Task> tasks = plan_tasks();
-    if (!run_plan(tasks)) {
-      // A failed step: nvcc itself says what failed, with its exit code, and nothing is kept.
-      m_stats.add("launcher.failed");
-      return run_unchanged(real);
-    }
-    if (m_whole && !m_whole_hit && fs::exists(object_file())) {
-      auto [out, err] = printed_in(m_past_preprocessors);
-      offer_object(std::move(*m_whole), StepTool::nvcc, object_file(), out, err);
-    }
-    return finish();
+  // nvcc reads --options-file; its one rule for sources (options.hpp).
+  std::optional<std::string> read_option_files() override { return expand_options_files(); }
+  Invocation invocation() const override { return nvcc_invocation(m_args); }
+  std::unique_ptr<Launch> for_source(std::vector<std::string> args) const override {
+    return std::make_unique<NvccLaunch>(m_compiler, std::move(args));
+  }
+  std::vector<Task> tasks() override { return plan_tasks(); }
+  // The whole compile's object, when it missed, offered with what the skipped steps printed.
+  void after_plan() override {
+    if (!m_whole || m_whole_hit || !fs::exists(object_file())) return;
+    Printed past = printed_in(m_past_preprocessors);
+    offer_object(std::move(*m_whole), StepTool::nvcc, object_file(), past.out, past.err);
   }
 
  private:
@@ -70,10 +53,10 @@ class NvccLaunch : public Launch {
       task.barrier = step.kind != PlanStep::Kind::run || is_host_compile(step.argv, work());
       switch (step.kind) {
         case PlanStep::Kind::assign:
-          task.run = [this, &step] { return m_env[step.name] = step.value, true; };
+          task.run = [this, &step](Printed&) { return m_env[step.name] = step.value, true; };
           break;
         case PlanStep::Kind::remove:
-          task.run = [this, &step] {
+          task.run = [this, &step](Printed&) {
             for (const std::string& f : step.argv) {
               std::error_code ec;
               if (f.starts_with(work())) fs::remove(f, ec);  // nvcc's temporaries; never a file of the build's
@@ -81,10 +64,12 @@ class NvccLaunch : public Launch {
             return true;
           };
           break;
-        case PlanStep::Kind::filter_deps: task.run = [this, &step] { return write_dependencies(step.target); }; break;
+        case PlanStep::Kind::filter_deps:
+          task.run = [this, &step](Printed&) { return write_dependencies(step.target); };
+          break;
         case PlanStep::Kind::run:
           task.files = work_files(step.argv);
-          task.run = [this, &step] { return run_step(step.argv); };
+          task.run = [this, &step](Printed& out) { return run_step(step.argv, out); };
           if (is_host_compiler(basename_of(step.argv.front()))) remember_preprocessed(step.argv);
           break;
       }
@@ -93,7 +78,7 @@ class NvccLaunch : public Launch {
         continue;
       }
       if (whole && step.kind != PlanStep::Kind::filter_deps) {
-        task.run = [this, run = std::move(task.run)] { return m_whole_hit || run(); };
+        task.run = [this, run = std::move(task.run)](Printed& out) { return m_whole_hit || run(out); };
       }
       m_past_preprocessors.push_back(i);
       past.push_back(std::move(task));
@@ -104,7 +89,7 @@ class NvccLaunch : public Launch {
     // A hit prints what the steps past the preprocessors printed after what this run's
     // preprocessors print (their warnings come from the source, which their texts do not hold).
     look.slot = m_steps.size();
-    look.run = [this] { return look_up_whole_compile(), true; };
+    look.run = [this](Printed& out) { return look_up_whole_compile(out), true; };
     first.push_back(std::move(look));
     first.insert(first.end(), std::make_move_iterator(past.begin()), std::make_move_iterator(past.end()));
     return first;
@@ -118,7 +103,7 @@ class NvccLaunch : public Launch {
   // out); and each program of the plan (cicc with libdevice, ptxas, cudafe++, fatbinary, the host
   // compiler) with the toolkit's headers, of which the host compile reads crt/host_runtime.h
   // beyond those texts. A hit stages its object and skips the rest; a miss is offered after it.
-  void look_up_whole_compile() {
+  void look_up_whole_compile(Printed& out) {
     // The launcher's own version of how it runs a plan: an object a launcher with a bug made
     // (before -lineinfo's folder and stamps were named, say) is never found by a fixed one.
     std::string plan = "kcache-launcher-plan 2\n";
@@ -172,7 +157,7 @@ class NvccLaunch : public Launch {
       inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(text));
     }
     v1::StepRequest request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
-    if (take_local_object(request, StepTool::nvcc, object_file())) {  // this machine's own
+    if (take_local_object(out, request, StepTool::nvcc, object_file())) {  // this machine's own
       stage(object_file(), target);
       m_whole_hit = true;
       return;
@@ -182,7 +167,7 @@ class NvccLaunch : public Launch {
       m_whole = std::move(request);
       return;
     }
-    if (holds_object(found) && take_object(*found, StepTool::nvcc, object_file())) {
+    if (holds_object(found) && take_object(out, *found, StepTool::nvcc, object_file())) {
       stage(object_file(), target);
       m_whole_hit = true;
       return;
@@ -213,7 +198,7 @@ class NvccLaunch : public Launch {
   }
 
   // nvcc's plan, with its temporaries in the work folder; the reason when the launcher cannot run it.
-  std::optional<std::string> plan() {
+  std::optional<std::string> plan() override {
     std::vector<std::string> dry = {m_compiler, "--dryrun"};
     dry.insert(dry.end(), m_args.begin(), m_args.end());
     auto ran = dry_run(dry);
@@ -231,13 +216,13 @@ class NvccLaunch : public Launch {
     return std::nullopt;
   }
 
-  bool run_step(const std::vector<std::string>& argv) {
+  bool run_step(const std::vector<std::string>& argv, Printed& out) {
     std::string program = basename_of(argv.front());
-    if (program == "cicc") return cicc_step(argv);
-    if (program == "cudafe++") return cudafe_step(argv);
-    if (program == "ptxas") return ptxas_step(argv);
-    if (is_host_compiler(program) && is_host_compile(argv, work())) return host_step(argv);
-    return run_here(argv);
+    if (program == "cicc") return cicc_step(argv, out);
+    if (program == "cudafe++") return cudafe_step(argv, out);
+    if (program == "ptxas") return ptxas_step(argv, out);
+    if (is_host_compiler(program) && is_host_compile(argv, work())) return host_step(argv, out);
+    return run_here(argv, &out);
   }
 
   // cicc, on the daemon. With debug line information, its input's relative line markers are
@@ -245,12 +230,12 @@ class NvccLaunch : public Launch {
   // its other outputs (the stub the host compile includes) get them back as nvcc's has them. Under
   // -G its debug information also names its own folder (DW_AT_comp_dir), which no argument
   // moves: it runs here, in the build's folder, as the plan says.
-  bool cicc_step(const std::vector<std::string>& argv) {
+  bool cicc_step(const std::vector<std::string>& argv, Printed& out) {
     if (std::find(argv.begin(), argv.end(), "--debug_mode") != argv.end()) {
       m_stats.add("cicc.local");
-      return run_here(argv);
+      return run_here(argv, &out);
     }
-    if (!asks_line_info(argv)) return device_step(StepTool::cicc, argv, cicc_identity(argv.front()));
+    if (!asks_line_info(argv)) return device_step(out, StepTool::cicc, argv, cicc_identity(argv.front()));
     const std::string folder = cicc_folder();
     std::vector<std::string> joined;
     std::vector<std::string> outputs;
@@ -263,10 +248,10 @@ class NvccLaunch : public Launch {
         outputs.push_back(a);  // the stub, cudafe1.c and cudafe1.gpu
       }
     }
-    if (!device_step(StepTool::cicc, argv, cicc_identity(argv.front()))) return false;
-    for (const std::string& out : outputs) {
+    if (!device_step(out, StepTool::cicc, argv, cicc_identity(argv.front()))) return false;
+    for (const std::string& file : outputs) {
       std::error_code ec;
-      if (fs::exists(out, ec) && !write_file(out, relative_line_markers(read_file(out), folder, joined))) return false;
+      if (fs::exists(file, ec) && !write_file(file, relative_line_markers(read_file(file), folder, joined))) return false;
     }
     return true;
   }
@@ -275,7 +260,7 @@ class NvccLaunch : public Launch {
   // modification time and size ptxas would read where it runs; they are written into a copy of
   // the PTX it assembles (stamped_file_directives), as nvcc's ptxas would find them. (That copy
   // gives nvcc's cubin only where ptxas keeps no PTX text in it: see below.)
-  bool ptxas_step(const std::vector<std::string>& argv) {
+  bool ptxas_step(const std::vector<std::string>& argv, Printed& out) {
     std::vector<std::string> stamped = argv;
     for (std::string& a : stamped) {
       if (!a.starts_with(work()) || !a.ends_with(".ptx")) continue;
@@ -291,20 +276,20 @@ class NvccLaunch : public Launch {
       // hash, so the stamps cannot be written in: ptxas runs here, where it finds the files.
       if (std::find(argv.begin(), argv.end(), "--compile-only") != argv.end()) {
         m_stats.add("ptxas.local");
-        return run_here(argv);
+        return run_here(argv, &out);
       }
       std::string copy = a.substr(0, a.size() - 4) + ".stamped.ptx";
       if (!write_file(copy, text)) return false;
       a = copy;
     }
-    return device_step(StepTool::ptxas, stamped, program_identity(argv.front()));
+    return device_step(out, StepTool::ptxas, stamped, program_identity(argv.front()));
   }
 
   // cudafe++, here. Where it names the unit's module ID by its time and process ID
   // (stable_module_id), the ID is made from the unit's inputs instead, and cudafe++ runs again
   // reading it: two compiles of the unit give the same object, and its device steps are shared.
-  bool cudafe_step(const std::vector<std::string>& argv) {
-    if (!run_here(argv)) return false;
+  bool cudafe_step(const std::vector<std::string>& argv, Printed& out) {
+    if (!run_here(argv, &out)) return false;
     auto generate = std::find(argv.begin(), argv.end(), "--gen_module_id_file");
     auto file = std::find(argv.begin(), argv.end(), "--module_id_file_name");
     if (generate == argv.end() || file == argv.end() || file + 1 == argv.end()) return true;
@@ -326,7 +311,7 @@ class NvccLaunch : public Launch {
     if (!write_file(*(file + 1), *id)) return false;
     std::vector<std::string> again(argv.begin(), generate);
     again.insert(again.end(), generate + 1, argv.end());
-    return run_here(again, {}, nullptr, false);  // it printed its messages the first time
+    return run_here(again, nullptr);  // it printed its messages the first time
   }
 
   Expected<Digest> program_identity(const std::string& program) { return device_identity(StepTool::ptxas, program, {}); }
@@ -367,7 +352,7 @@ class NvccLaunch : public Launch {
   // compile), which it compiles with -fpreprocessed -fdirectives-only into the very bytes the
   // whole compile makes, under the input's own name (its FILE symbol). Other host compilers
   // preprocess fully, and their objects are made here.
-  bool host_step(const std::vector<std::string>& argv) {
+  bool host_step(const std::vector<std::string>& argv, Printed& out) {
     const std::string& prefix = work();
     HostSplit split = split_host_compile(argv, prefix, prefix + "kcache-object.o", prefix + "kcache-host.ii");
     HostCompile host;
@@ -378,15 +363,15 @@ class NvccLaunch : public Launch {
     const std::string input_name = split.input_name;
     const std::string target = split.target;
     const bool gcc = split.gcc, debug = split.debug;
-    if (target.empty()) return run_here(argv);
+    if (target.empty()) return run_here(argv, &out);
     stage(host.object, target);
     if (debug) {
       m_stats.add("host.local");
-      return run_here(host.compile);
+      return run_here(host.compile, &out);
     }
     host.prepare = [this, preprocess, prefix, gcc, input_name](HostCompile& h) {
       ProcessResult preprocessed;
-      if (!run_here(preprocess, {}, &preprocessed, false)) return false;  // its warnings: the compile's
+      if (!run_here(preprocess, nullptr, {}, &preprocessed)) return false;  // its warnings: the compile's
       std::string text = read_file(prefix + "kcache-host.ii");
       for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) {
         text.erase(at, prefix.size());
@@ -403,7 +388,7 @@ class NvccLaunch : public Launch {
       return true;
     };
     host.identity = host_compiler_identity(argv.front(), "cc1plus");
-    return host_object(host);
+    return host_object(out, host);
   }
 
   std::vector<PlanStep> m_steps;
