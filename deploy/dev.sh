@@ -75,6 +75,12 @@ case "${1:-}" in
         # Steps.* keep under ASan; the remote tier stays there through Fleet.*.
         Launcher.ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObject
         Launcher.AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet
+        # The launcher's corpus: about 130 plain nvcc and clang++ runs to compare with, and the
+        # nine-arch CMake project built twice, for the same launcher and daemon code that
+        # LauncherCorpus.AUnitsModuleIdIsItsOwn and .AnyCompiler* keep under ASan.
+        LauncherCorpus.RealCommandLinesGiveWhatNvccGives
+        LauncherCorpus.ClangCommandLinesGiveWhatClangGives
+        LauncherCorpus.AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode
       )
       echo "skipped under the sanitizers (deploy/dev.sh says why): ${skip[*]}"
       phase test build-asan bash -c 'cd build-asan && ctest --output-on-failure -j"$(nproc)" -L "unit|integration|fuzz" "$@"' \

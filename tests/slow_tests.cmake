@@ -11,6 +11,9 @@
 set(kcache_slow_tests
   "^Launcher\\.ACmakeBuild" 115
   "^Launcher\\.AClangBuild" 72
+  "^LauncherCorpus\\.RealCommandLines" 90
+  "^LauncherCorpus\\.ClangCommandLines" 36
+  "^LauncherCorpus\\.AMultiTarget" 32
   "^(Corpus|Hip)Parity\\.KcacheAccepts" 35
   "^Launcher\\.Odd" 20
   "^Fleet\\.FourHuge" 14

@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "kcache/process.hpp"
+#include "kcache/search_path.hpp"
 #include "kcache/sha256.hpp"
 #include "test_paths.hpp"
 #include "test_support.hpp"
@@ -146,7 +147,7 @@ class LauncherCorpus : public ::testing::Test {
   // Plain nvcc, then the launcher (a miss, then a hit): the same outputs, messages and exit code.
   void check(const Line& line) {
     SCOPED_TRACE(line.shape);
-    std::vector<std::string> plain = {nvcc_.string()};
+    std::vector<std::string> plain = {compiler_.empty() ? nvcc_.string() : compiler_};
     plain.insert(plain.end(), line.args.begin(), line.args.end());
     std::vector<std::string> launched = {KCACHE_CLI_PATH};
     launched.insert(launched.end(), plain.begin(), plain.end());
@@ -187,8 +188,10 @@ class LauncherCorpus : public ::testing::Test {
       }
       auto c = counts();
       if (line.outcome == "cached" && theirs.exit_code == 0) {
-        EXPECT_EQ(c["launcher.compiles"], line.compiles) << "the launcher ran nvcc's plan, once per source";
-        if (std::string(pass) == "hit") EXPECT_GE(c["nvcc.hit"] + c["host.hit"] + c["cicc.hit"], 1) << "a hit the second time";
+        EXPECT_EQ(c["launcher.compiles"], line.compiles) << "the launcher ran the compiler's plan, once per source";
+        if (std::string(pass) == "hit") {
+          EXPECT_GE(c["nvcc.hit"] + c["host.hit"] + c["cicc.hit"] + c["clang.hit"], 1) << "a hit the second time";
+        }
       } else if (line.outcome != "cached") {
         std::string reason = "uncacheable." + line.outcome;
         std::replace(reason.begin(), reason.end(), ' ', '_');
@@ -200,6 +203,7 @@ class LauncherCorpus : public ::testing::Test {
 
   TempDir m_dir;
   fs::path nvcc_, work_;
+  std::string compiler_;  // the compiler of check(): nvcc when empty
   std::unique_ptr<DaemonProcess> daemon_;
   std::map<std::string, long> seen_;
 };
@@ -249,11 +253,103 @@ TEST_F(LauncherCorpus, RealCommandLinesGiveWhatNvccGives) {
                             "--generate-code=arch=compute_90,code=sm_90", "-c", "k.cu", "-o", "k.o"},
        {"k.o"}},
       {"warnings from each step", {"-arch=sm_80", "-c", "warn.cu", "-o", "w.o"}, {"w.o"}},
+      {"nvcc's own warning", {"-ccbin", "g++", "-ccbin", "gcc", "-arch=sm_80", "-c", "a.cu", "b.cu"}, {"a.o", "b.o"}, "cached", 2, false},
       {"a failing compile", {"-arch=sm_80", "-c", "broken.cu", "-o", "b.o"}, {"b.o"}},
       {"-E", {inc, "-arch=sm_80", "-E", "k.cu", "-o", "k.ii"}, {"k.ii"}, "option -E"},
       {"a link", {"a.o", "b.o", "-o", "app"}, {}, "not a compile (linking)"},
   };
   for (const Line& line : corpus) check(line);
+}
+
+// clang++-22 as the CUDA compiler, on the shapes of the recorded clang plans: a miss and a hit
+// give clang's own objects (this kernel has no static device variable, so the unit's name,
+// -cuid=, which the launcher sets, names nothing in them) and dependency files, or clang runs
+// unchanged with its reason counted.
+TEST_F(LauncherCorpus, ClangCommandLinesGiveWhatClangGives) {
+  const std::string clang = "/usr/bin/clang++-22";
+  if (!fs::exists(clang)) GTEST_SKIP() << clang << " is absent (clang-22)";
+  const std::string cuda = std::string("--cuda-path=") + KCACHE_CUDA_ROOT;
+  std::vector<Line> corpus = {
+      {"plain", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"two archs", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "--cuda-gpu-arch=sm_90", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {".cu without -x, --offload-arch", {cuda, "--offload-arch=sm_80,sm_90", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-O2 -std=c++17 -fPIC", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-O2", "-std=c++17", "-fPIC", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"-MD -MF", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-Iinc", "-MD", "-MT", "obj/k.o", "-MF", "obj/k.d", "-c", "k.cu", "-o", "obj/k.o"}, {"obj/k.o", "obj/k.d"}},
+      {"-isystem and -D with spaces", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-isystem", "inc", "-DNAME=a b", "-DQ=\"x\"", "-c", "defines.cu", "-o", "d.o"}, {"d.o"}},
+      {"-Xclang", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-Xclang", "-fno-pch-timestamp", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {"k.o"}},
+      {"a path with spaces", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-Iinc", "-c", "my dir/k s.cu", "-o", "my dir/k s.o"}, {"my dir/k s.o"}},
+      {"two sources", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-c", "a.cu", "b.cu"}, {"a.o", "b.o"}, "cached", 2},
+      {"-g", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "-g", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {}, "option -g (clang)"},
+      {"--cuda-device-only", {"-x", "cuda", cuda, "--cuda-gpu-arch=sm_80", "--cuda-device-only", "-Iinc", "-c", "k.cu", "-o", "k.o"}, {}, "option --cuda-device-only (clang)"},
+  };
+  compiler_ = clang;
+  for (const Line& line : corpus) check(line);
+}
+
+// cudafe++ names a -rdc unit whose templates use static device code before its first external
+// definition (as cuda-samples' mergeSort.cu) by its time and process ID: two runs of nvcc give
+// two objects. Through the launcher, the ID is the unit's: two cold compiles (a daemon each) give
+// one object, and after a host-only edit every device step hits.
+TEST_F(LauncherCorpus, AUnitsModuleIdIsItsOwn) {
+  std::ofstream(work_ / "x.cu") << "template <int N> static __device__ int f(int x) { return x + N; }\n"
+                                   "template <int N> __global__ void k(int* a) { a[0] = f<N>(N); }\n"
+                                   "static void launch(int* a) { k<1><<<1, 1>>>(a); }\n"
+                                   "extern \"C\" void go(int* a) { launch(a); }\n";
+  const std::vector<std::string> args = {"-arch=sm_80", "-dc", "x.cu", "-o", "x.o"};
+  std::vector<std::string> plain = {nvcc_.string()};
+  plain.insert(plain.end(), args.begin(), args.end());
+  ASSERT_EQ(run(plain).exit_code, 0);
+  std::string first = comparable(read_all(work_ / "x.o"));
+  ASSERT_EQ(run(plain).exit_code, 0);
+  EXPECT_NE(comparable(read_all(work_ / "x.o")), first) << "nvcc's own runs agree: this unit no longer shows the bug";
+
+  std::vector<std::string> launched = {KCACHE_CLI_PATH};
+  launched.insert(launched.end(), plain.begin(), plain.end());
+  counts();
+  ASSERT_EQ(run(launched).exit_code, 0);
+  EXPECT_EQ(counts()["launcher.module_id_made"], 1);
+  std::string ours = read_all(work_ / "x.o");
+  // Another daemon, with nothing stored: a cold compile again.
+  daemon_ = DaemonProcess::start(m_dir.path() / "db2", m_dir.path() / "kcached2.log", {});
+  fs::remove_all(m_dir.path() / "state" / "objects");
+  ASSERT_EQ(run(launched).exit_code, 0);
+  auto cold = counts();
+  EXPECT_EQ(cold["cicc.miss"], 1) << "a cold compile";
+  EXPECT_TRUE(read_all(work_ / "x.o") == ours) << "two cold compiles of the unit differ";
+
+  std::ofstream(work_ / "x.cu", std::ios::app) << "#ifndef __CUDA_ARCH__\nint host_only_edit() { return 3; }\n#endif\n";
+  ASSERT_EQ(run(launched).exit_code, 0);
+  auto edited = counts();
+  EXPECT_EQ(edited["host.miss"], 1);
+  EXPECT_EQ(edited["cicc.hit"], 1) << "the host-only edit kept the module ID, and so the device steps";
+  EXPECT_EQ(edited["ptxas.hit"], 1);
+}
+
+// Any compiler may stand after kcache: versioned names, full paths, and kcache linked under a
+// compiler's name early on PATH; C and C++ run as they would, counted.
+TEST_F(LauncherCorpus, AnyCompilerAfterKcacheRunsAsItWould) {
+  std::ofstream(work_ / "x.c") << "int f(void) { return 1; }\n";
+  std::ofstream(work_ / "y.cpp") << "int g() { return 2; }\n";
+  counts();
+  for (const char* compiler : {"gcc-12", "/usr/bin/g++-12", "cc", "c++"}) {
+    if (std::string(compiler).find('/') != std::string::npos ? !fs::exists(compiler)
+                                                             : search_path(compiler, k_default_path).empty()) {
+      continue;
+    }
+    ProcessResult r = run({KCACHE_CLI_PATH, compiler, "-c", "x.c", "-o", "x.o"});
+    EXPECT_EQ(r.exit_code, 0) << compiler << ": " << r.error_output;
+    EXPECT_TRUE(fs::exists(work_ / "x.o")) << compiler;
+    fs::remove(work_ / "x.o");
+    EXPECT_EQ(counts()["uncacheable.compiler_" + fs::path(compiler).filename().string()], 1) << compiler;
+  }
+  // Masquerade: kcache as g++ on PATH runs the next g++.
+  fs::path bin = m_dir.path() / "bin";
+  fs::create_directories(bin);
+  fs::create_symlink(KCACHE_CLI_PATH, bin / "g++");
+  ProcessResult r = run({"/usr/bin/env", "PATH=" + bin.string() + ":/usr/bin:/bin", "g++", "-c", "y.cpp", "-o", "y.o"});
+  EXPECT_EQ(r.exit_code, 0) << r.error_output;
+  EXPECT_TRUE(fs::exists(work_ / "y.o"));
+  EXPECT_EQ(counts()["uncacheable.compiler_g++"], 1);
 }
 
 // tests/data/launcher_multi: a static library of relocatable device code (separable

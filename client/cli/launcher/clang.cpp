@@ -53,8 +53,6 @@ class ClangLaunch : public Launch {
     }
     return list;
   }
-  // The driver's own warnings, which clang's compile would print first.
-  void after_plan() override { std::fwrite(m_driver_diagnostics.data(), 1, m_driver_diagnostics.size(), stderr); }
 
  private:
   // @FILE: its words in its place, as clang reads them (a response file it cannot read: clang's).
@@ -84,7 +82,7 @@ class ClangLaunch : public Launch {
     // One CUDA unit name for the same source whatever folder builds it (see the top of this file).
     name_the_unit(*read.plan, unit_path(read.plan->source));
     m_commands = std::move(read.plan->commands);
-    m_driver_diagnostics = std::move(read.plan->driver_diagnostics);
+    m_driver.err = std::move(read.plan->driver_diagnostics);
     return std::nullopt;
   }
 
@@ -208,7 +206,6 @@ class ClangLaunch : public Launch {
 
   std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order
   ClangSplit m_host;                                      // the host side's, once preprocessed
-  std::string m_driver_diagnostics;
 };
 
 }  // namespace

@@ -88,8 +88,10 @@ int Launch::run() {
     // Each source its own compile and object, in order, as the compiler compiles them; the first
     // that fails ends the build with the compiler's own messages and exit code.
     m_stats.add("launcher.several_sources");
-    for (std::vector<std::string>& one : sources.per_source) {
-      if (int code = for_source(std::move(one))->run(); code != 0) return code;
+    for (std::size_t i = 0; i < sources.per_source.size(); ++i) {
+      std::unique_ptr<Launch> one = for_source(std::move(sources.per_source[i]));
+      one->m_later_source = i > 0;
+      if (int code = one->run(); code != 0) return code;
     }
     return 0;
   }
@@ -437,6 +439,7 @@ int Launch::finish() {
       return 1;
     }
   }
+  if (!m_later_source) std::fwrite(m_driver.err.data(), 1, m_driver.err.size(), stderr);
   for (const Printed& p : m_printed) {
     std::fwrite(p.out.data(), 1, p.out.size(), stdout);
     std::fwrite(p.err.data(), 1, p.err.size(), stderr);

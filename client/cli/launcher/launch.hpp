@@ -171,6 +171,10 @@ class Launch {
 
   const std::string m_compiler;
   std::vector<std::string> m_args;
+  // The driver's own messages (nvcc warning : ..., clang's driver warnings), printed before any
+  // step's; once for a command line, so not by a later source's launch of it.
+  Printed m_driver;
+  bool m_later_source = false;
   std::map<std::string, std::string> m_env;  // the plan's environment
   LocalStats m_stats;
 

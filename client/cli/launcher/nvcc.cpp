@@ -203,6 +203,13 @@ class NvccLaunch : public Launch {
     dry.insert(dry.end(), m_args.begin(), m_args.end());
     auto ran = dry_run(dry);
     if (!ran || ran->exit_code != 0) return "nvcc --dryrun failed";
+    // nvcc's own messages (nvcc warning : ...), which it prints before any step's.
+    for (std::size_t at = 0; at < ran->error_output.size();) {
+      std::size_t end = std::min(ran->error_output.find('\n', at), ran->error_output.size());
+      std::string_view line(ran->error_output.data() + at, end - at);
+      at = end + 1;
+      if (!line.starts_with("#$ ")) m_driver.err += std::string(line) + "\n";
+    }
     std::map<std::string, std::string> vars = m_env;
     auto steps = parse_plan(ran->error_output, vars);
     if (!steps) return "plan syntax";
