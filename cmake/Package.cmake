@@ -28,7 +28,12 @@ install(CODE "
   file(WRITE \"${PROJECT_BINARY_DIR}/package/kcached.service\" \"\${unit}\")")
 install(FILES ${PROJECT_BINARY_DIR}/package/kcached.service DESTINATION lib/systemd/system)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/kcached.toml DESTINATION /etc/kcache)
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/kcached.example.toml ${PROJECT_SOURCE_DIR}/deploy/systemd/kcached.service.d/fleet.conf
+# The fleet drop-in's ExecStart likewise names the kcached this install puts in place.
+install(CODE "
+  file(READ \"${PROJECT_SOURCE_DIR}/deploy/systemd/kcached.service.d/fleet.conf\" dropin)
+  string(REPLACE /usr/local/bin/kcached \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/kcached\" dropin \"\${dropin}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/package/fleet.conf\" \"\${dropin}\")")
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/kcached.example.toml ${PROJECT_BINARY_DIR}/package/fleet.conf
               ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 

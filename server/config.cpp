@@ -3,8 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "kcache/job.hpp"
 
@@ -19,11 +24,54 @@ std::string parse_size_option(const std::string& text, std::uint64_t& out) {
   return {};
 }
 
+// The --config file, checked line by line before CLI11 reads it: CLI11 lets the first of two
+// same keys win silently and names an unknown key without its line. Keys are the long flag names
+// (as CLI11 reads them, '_' and '-' alike); a [table] has no meaning here. Empty when it is good.
+std::string config_file_problem(const CLI::App& app, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};  // CLI11 says the file cannot be read
+  std::vector<std::string> known;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) {
+      if (name != "help" && name != "config" && name != "version") known.push_back(name);
+    }
+  }
+  std::map<std::string, int> seen;  // by key: its line
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    std::string where = path + ":" + std::to_string(number) + ": ";
+    std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    if (line[first] == '[') {
+      return where + "'" + line.substr(first, 60) + "': kcached's configuration has no tables; write each key at the "
+             "top level (keys are kcached's long flag names)";
+    }
+    std::size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;  // CLI11 says what is wrong with it
+    std::string key = line.substr(first, eq - first);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.size() > 1 && (key.front() == '"' || key.front() == '\'') && key.back() == key.front()) key = key.substr(1, key.size() - 2);
+    std::replace(key.begin(), key.end(), '_', '-');
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      return where + "unknown key '" + key.substr(0, 60) + "'; the keys are kcached's long flag names: " + list;
+    }
+    if (auto [it, fresh] = seen.emplace(key, number); !fresh) {
+      return where + "'" + key + "' is given a second time (first on line " + std::to_string(it->second) +
+             "); give each key once";
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
-ParsedConfig parse_config(int argc, char** argv) {
+ParsedConfig parse_config(int argc, char** argv, const std::string& version) {
   Config c;
   CLI::App app{"kcached: the kcache compile cache daemon (gRPC, RocksDB)", "kcached"};
+  app.set_version_flag("--version", version, "Print the version, the commit and the LLVM and CUDA it was built with");
   app.set_config("--config", "", "Read options from this TOML file (keys are the long flag names)");
   app.add_option("--listen", c.listen, "Address to listen on, HOST:PORT (port 0 picks a free port)")
       ->capture_default_str();
@@ -154,6 +202,17 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->needs("--verify");
   // A misspelt key in a config file must not be silently ignored.
   app.allow_config_extras(CLI::config_extras_mode::error);
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::string file = arg == "--config" && i + 1 < argc ? argv[i + 1]
+                       : arg.starts_with("--config=")    ? std::string(arg.substr(9))
+                                                         : "";
+    if (file.empty()) continue;
+    if (std::string problem = config_file_problem(app, file); !problem.empty()) {
+      std::fprintf(stderr, "kcached: %s\n", problem.c_str());
+      return {std::nullopt, 2};
+    }
+  }
   try {
     app.parse(argc, argv);
     if (auto e = parse_size_option(max_size, c.max_size); !e.empty()) throw CLI::ValidationError("--max-size", e);
@@ -178,6 +237,15 @@ ParsedConfig parse_config(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  // A listen address without its port is a usage error, said as one (not a complaint about TLS).
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--listen", &c.listen},
+                                    {"--metrics-listen", &c.metrics_listen}, {"--http-listen", &c.http_listen}}) {
+    if (value->empty() || *value == "off") continue;
+    if (auto address = parse_listen_address(*value, flag); !address) {
+      std::fprintf(stderr, "kcached: %s: give HOST:PORT (port 0 picks a free one)\n", address.error().message.c_str());
+      return {std::nullopt, 2};
+    }
   }
   if (!c.tls_cert.empty() && c.tls_key.empty()) {
     std::fprintf(stderr, "--tls-cert needs --tls-key\n");

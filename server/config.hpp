@@ -64,7 +64,8 @@ struct ParsedConfig {
   std::optional<Config> config;
   int exit_code = 0;
 };
-ParsedConfig parse_config(int argc, char** argv);
+// `version` is what --version prints (kcache/version.hpp, linked by the program alone).
+ParsedConfig parse_config(int argc, char** argv, const std::string& version = "kcached");
 
 // A listen address: "HOST:PORT" or "[V6ADDR]:PORT"; the host is returned without brackets.
 // The one parser of listen addresses in kcached.

@@ -15,9 +15,10 @@
 #include <fstream>
 #include <string_view>
 
-#include "config.hpp"
 #include "compile/object_check.hpp"
+#include "config.hpp"
 #include "daemon.hpp"
+#include "kcache/version.hpp"
 #include "sanitizers.hpp"
 #include "store/store.hpp"
 #include "worker/worker.hpp"
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   // Debian's abseil is built without NDEBUG, so every absl::Mutex inside gRPC would run deadlock
   // detection (1-3% of a fetch's CPU in the profiles).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto parsed = kcache::server::parse_config(argc, argv);
+  auto parsed = kcache::server::parse_config(argc, argv, kcache::version_text("kcached"));
   if (!parsed.config) return parsed.exit_code;
   const kcache::server::Config& config = *parsed.config;
 

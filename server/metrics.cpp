@@ -199,7 +199,8 @@ std::string Metrics::render(const v1::Stats& stats) {
       << "# TYPE kcache_jail_info gauge\n"
       << "kcache_jail_info{mode=\"" << label(stats.jail()) << "\",steps_unjailed=\""
       << (stats.steps_unjailed() ? "true" : "false") << "\"} 1\n";
-  out << "# HELP kcache_hit_ratio Compile requests answered from the cache: hits / (hits + misses + coalesced)\n"
+  out << "# HELP kcache_hit_ratio Requests (Compiles and build steps) answered from the cache: hits / (hits + misses + "
+         "coalesced)\n"
       << "# TYPE kcache_hit_ratio gauge\n"
       << "kcache_hit_ratio " << wire::hit_ratio(stats) << "\n";
   out << "# HELP kcache_requests_total gRPC calls by service, method and final status\n"

@@ -17,6 +17,7 @@
 #include "kcache/bundle.hpp"
 #include "kcache/client.hpp"
 #include "kcache/client_job.hpp"
+#include "kcache/version.hpp"
 #include "launcher/launcher.hpp"
 #include "manifest.hpp"
 #include "output.hpp"
@@ -292,10 +293,37 @@ kcache::ClientOptions client_options(const GlobalFlags& g, std::string token) {
 
 }  // namespace
 
+// The subcommand of `app` nearest to `word` by edit distance, when one is near enough to be what
+// was meant (at most a third of its letters off); empty otherwise.
+static std::string closest_command(const CLI::App& app, const std::string& word) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        std::size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  std::size_t best_distance = word.size() / 3 + 1;
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    std::size_t d = distance(word, command->get_name());
+    if (d < best_distance) best = command->get_name(), best_distance = d;
+  }
+  return best;
+}
+
 int main(int argc, char** argv) {
   // `kcache nvcc ...`: the compiler launcher (launcher/launcher.hpp).
   if (std::optional<int> launched = kcache::launcher::launch_if_compiler(argc, argv)) return *launched;
   CLI::App app{"kcache: client of the kcached GPU compile cache", "kcache"};
+  app.set_version_flag("--version", kcache::version_text("kcache"), "Print the version, the commit and the LLVM and CUDA it was built with");
   app.footer(k_exit_help);
   app.require_subcommand(1);
   GlobalFlags g;
@@ -399,8 +427,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A word where the command goes that names none: said so, with the closest command.
+    for (const std::string& word : app.remaining()) {
+      if (word.starts_with("-")) continue;
+      std::string closest = closest_command(app, word);
+      std::fprintf(stderr, "kcache: unknown command '%s'%s (kcache --help lists them)\n", word.c_str(),
+                   closest.empty() ? "" : ("; did you mean '" + closest + "'?").c_str());
+      return k_exit_usage;
+    }
     int code = app.exit(e);
     return code == 0 ? k_exit_ok : k_exit_usage;
+  }
+  if (auto why = kcache::server_address_problem(kcache::resolve_server(g.server))) {
+    std::fprintf(stderr, "kcache: %s\n", why->c_str());
+    return k_exit_usage;
   }
 
   auto token = kcache::resolve_token(g.token_file);

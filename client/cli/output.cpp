@@ -190,7 +190,7 @@ void print_stats(const GlobalFlags& g, const v1::Stats& s) {
                      : "none (" + s.jail_reason() + "): build steps " +
                            (s.steps_unjailed() ? "run unjailed (--allow-unjailed-steps)" : "refused");
   std::printf("%-24s %s\n", "jail", jail.c_str());
-  std::printf("%-24s %.2f %% (%llu of %llu compile requests)\n", "hit rate", 100.0 * wire::hit_ratio(s),
+  std::printf("%-24s %.2f %% (%llu of %llu requests: compiles and build steps)\n", "hit rate", 100.0 * wire::hit_ratio(s),
               static_cast<unsigned long long>(s.hits()),
               static_cast<unsigned long long>(s.hits() + s.misses() + s.coalesced()));
   std::printf("\nrequests (method, status, count):\n");

@@ -88,4 +88,23 @@ std::string server_host(std::string_view server) {
   return std::string(colon == std::string_view::npos ? server : server.substr(0, colon));
 }
 
+std::optional<std::string> server_address_problem(std::string_view server) {
+  if (server.starts_with("unix:") || server.find("://") != std::string_view::npos) return std::nullopt;
+  std::string shown = "'" + std::string(server.substr(0, 200)) + "'";
+  auto colon = server.rfind(':');
+  bool bracketed = server.starts_with('[');
+  if (colon == std::string_view::npos || (bracketed && server.rfind(']') > colon) ||
+      (!bracketed && server.find(':') != colon)) {
+    return "the server address " + shown + " names no port: give HOST:PORT (kcached listens on " +
+           std::string(k_default_server.substr(k_default_server.rfind(':') + 1)) + " by default)";
+  }
+  std::string_view port = server.substr(colon + 1);
+  bool digits = !port.empty() && port.size() <= 5 &&
+                port.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits || std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535) {
+    return "the server address " + shown + " has no port number 1-65535 after its last ':'";
+  }
+  return std::nullopt;
+}
+
 }  // namespace kcache

@@ -43,4 +43,8 @@ void save_server_state(std::string_view server, const ServerState& state);
 // The host part of HOST:PORT ("[::1]:7878" gives "[::1]").
 std::string server_host(std::string_view server);
 
+// Why a server address cannot be dialled as written (HOST without its port, a port that is not
+// one), for a usage error; nullopt for HOST:PORT, [IPv6]:PORT, unix:PATH or a gRPC target URI.
+std::optional<std::string> server_address_problem(std::string_view server);
+
 }  // namespace kcache

@@ -223,11 +223,21 @@ v1::Stats KCacheService::snapshot() const {
   v1::Stats* response = &stats;
   StoreStats s = m_store.stats();
   const CacheCounters& c = m_cache.counters();
-  response->set_hits(c.hits);
-  response->set_misses(c.misses);
+  // A build farm's requests are mostly build steps: hits, misses and coalesced count them with
+  // the Compiles (compile_* alone, steps by tool below).
+  std::uint64_t step_hits = 0, step_misses = 0, step_coalesced = 0;
+  for (StepTool tool : all_step_tools()) {
+    const StepCounters& counted = m_cache.step_counters(tool);
+    step_hits += counted.hits, step_misses += counted.misses, step_coalesced += counted.coalesced;
+  }
+  response->set_compile_hits(c.hits);
+  response->set_compile_misses(c.misses);
+  response->set_compile_coalesced(c.coalesced);
+  response->set_hits(c.hits + step_hits);
+  response->set_misses(c.misses + step_misses);
   response->set_compiles(c.compiles);
   response->set_images_compiled(c.images_compiled);
-  response->set_coalesced(c.coalesced);
+  response->set_coalesced(c.coalesced + step_coalesced);
   response->set_errors(c.errors);
   response->set_fetches(c.fetches);
   response->set_jail(m_cache.jail().mode);

@@ -378,12 +378,19 @@ json status_json(const v1::Stats& s, const Cache& cache, const JobQueue& pool, W
     compiles.push_back({{"time", unix_seconds(c.when)},
                         {"key", c.key},
                         {"side", side_name(c.side)},
+                        {"step", c.tool.empty() ? json(nullptr) : json(c.tool)},
                         {"archs", c.archs},
                         {"seconds", c.seconds},
                         {"kernel_count", c.kernel_count},
                         {"kernels", kernels}});
   }
   j["compiles"] = compiles;
+  json steps = json::object();
+  for (const v1::StepCount& st : s.steps()) {
+    steps[st.tool()] = {{"hits", st.hits()},     {"misses", st.misses()}, {"coalesced", st.coalesced()},
+                        {"stored", st.stored()}, {"failed", st.failed()}};
+  }
+  j["steps"] = steps;
   json errors = json::array();
   for (const Activity::Failure& f : cache.activity().failures()) {
     errors.push_back({{"time", unix_seconds(f.when)},
@@ -410,10 +417,10 @@ std::string counters_html(const v1::Stats& s, const JobQueue& pool) {
                         ? std::string("no cap (--max-size)")
                         : "of " + escape(human_bytes(s.max_bytes())) + " (--max-size) <meter min=\"0\" max=\"" +
                               n(s.max_bytes()) + "\" value=\"" + n(s.bytes()) + "\"></meter>";
-  return row("hits", "hits", n(s.hits()), "compile requests answered from the cache") +
-         row("misses", "misses", n(s.misses()), "compile requests that compiled") +
+  return row("hits", "hits", n(s.hits()), "requests answered from the cache: Compiles and build steps") +
+         row("misses", "misses", n(s.misses()), "requests that compiled or ran their step") +
          row("hit rate", "hit_ratio", escape(hit_rate_text(s)), "hits / (hits + misses + coalesced)") +
-         row("coalesced", "coalesced", n(s.coalesced()), "waited for an identical compile in progress") +
+         row("coalesced", "coalesced", n(s.coalesced()), "waited for an identical compile or step in progress") +
          row("errors", "errors", n(s.errors()), "requests that failed") +
          row("fetches", "fetches", n(s.fetches()), "image reads by key") +
          row("compiles", "compiles", n(s.compiles()), "compile jobs run on a worker") +
@@ -465,11 +472,24 @@ std::string compiles_html(const std::vector<Activity::Compile>& compiles) {
     }
     out += "<tr><td>" + escape(utc_time(c.when)) + "</td><td><a class=\"key\" href=\"" +
            entry_link(side_name(c.side), c.key) + "\"><code>" + escape(c.key) + "</code></a></td><td>" +
-           escape(side_name(c.side)) + "</td><td>" + escape(join(c.archs)) + "</td><td><ul>" + kernels +
+           escape(c.tool.empty() ? std::string(side_name(c.side)) : c.tool + " step") + "</td><td>" +
+           escape(join(c.archs)) + "</td><td><ul>" + kernels +
            "</ul></td><td class=\"n\">" + format("%.1f", c.seconds * 1000) + " ms</td><td class=\"n\">" +
            std::to_string(registers) + "</td><td class=\"n\">" + std::to_string(spills) + "</td></tr>";
   }
   return out.empty() ? "<tr><td colspan=\"8\">none since start</td></tr>" : out;
+}
+
+// The build steps by tool: what the compiler launchers asked of this daemon.
+std::string steps_html(const v1::Stats& s) {
+  std::string out;
+  auto n = [](std::uint64_t v) { return std::to_string(v); };
+  for (const v1::StepCount& st : s.steps()) {
+    out += "<tr><td>" + escape(st.tool()) + "</td><td class=\"n\">" + n(st.hits()) + "</td><td class=\"n\">" +
+           n(st.misses()) + "</td><td class=\"n\">" + n(st.coalesced()) + "</td><td class=\"n\">" + n(st.stored()) +
+           "</td><td class=\"n\">" + n(st.failed()) + "</td></tr>";
+  }
+  return out;
 }
 
 std::string errors_html(const std::vector<Activity::Failure>& failures) {
@@ -664,6 +684,7 @@ void StatusPage::add_routes(Router& router, const Authenticator& auth, Metrics& 
     values["counters"] = counters_html(s, m_pool);
     values["remote"] = remote_html(status["remote"]);
     values["compiles"] = compiles_html(m_cache.activity().compiles());
+    values["steps"] = steps_html(s);
     values["errors"] = errors_html(m_cache.activity().failures());
     // The entry browser: the form as it was sent, and the entry it asked for.
     std::string side = req.has_param("side") ? req.get_param_value("side") : "device";

@@ -18,15 +18,18 @@ std::vector<std::string> cut_archs(const std::vector<std::string>& archs) {
 
 }  // namespace
 
-void Activity::compiled(Side side, std::string_view key, const std::vector<Image>& images, double seconds) {
+void Activity::compiled(Side side, std::string_view key, const std::vector<Image>& images, double seconds,
+                        std::string_view tool) {
   Compile c;
   c.when = std::chrono::system_clock::now();
   c.key = cut(key, k_max_name_bytes);
   c.side = side;
   c.seconds = seconds;
+  c.tool = cut(tool, k_max_name_bytes);
   std::vector<std::string> archs;
   std::map<std::string, Kernel, std::less<>> kernels;  // by name
   for (const Image& image : images) {
+    if (!c.tool.empty()) break;  // a step's images are its files, not archs
     if (std::find(archs.begin(), archs.end(), image.meta.arch) == archs.end()) archs.push_back(image.meta.arch);
     for (const KernelInfo& k : image.meta.kernels) {
       Kernel& into = kernels[k.name];

@@ -39,6 +39,7 @@ class Activity {
     std::chrono::system_clock::time_point when;
     std::string key;  // hex
     Side side = Side::device;
+    std::string tool;  // a build step's tool (cicc, clang, ptxas, host); empty: a Compile
     std::vector<std::string> archs;
     double seconds = 0;            // on the workers, from the first part's start
     std::size_t kernel_count = 0;  // all of them; `kernels` holds the first k_max_kernels
@@ -54,8 +55,9 @@ class Activity {
     std::string message;
   };
 
-  // A compile of (side, key) that made `images` in `seconds`.
-  void compiled(Side side, std::string_view key, const std::vector<Image>& images, double seconds);
+  // A compile of (side, key) that made `images` in `seconds`; `tool` names a build step's tool.
+  void compiled(Side side, std::string_view key, const std::vector<Image>& images, double seconds,
+                std::string_view tool = {});
   // A request that failed with `error`; `archs` what it asked for ("what" says which request).
   void failed(std::string_view what, std::string_view key, std::string_view side, const std::vector<std::string>& archs,
               const Error& error);

@@ -300,7 +300,10 @@ Expected<StepRun> Cache::run_step_once(const StepAsk& ask, const Key& key, Answe
     if (run.exit_code != 0) return std::nullopt;  // the tool's own failure: answered, never stored
     return std::make_pair(step_record(step->work.tool), step_images(run, side));
   };
-  work.ran = [this](StepRun&, const std::vector<Image>&, double) { ++m_counters.compiles; };
+  work.ran = [this, step, side, key](StepRun&, const std::vector<Image>& images, double seconds) {
+    ++m_counters.compiles;
+    m_activity.compiled(side, key.hex(), images, seconds, step_tool_name(step->work.tool));
+  };
   work.too_large = [](StepRun&, const Error&) {};  // answered whole, kept nowhere
   return run_once(m_steps_in_flight, side, key, output_images(side, ask.spec.outputs), answer, std::move(work));
 }

@@ -64,9 +64,13 @@ Expected<CompileOutput> compile_source(const Toolchain& toolchain, const Compile
       std::string header = missing_header(compiled.error().message);
       if (!header.empty()) {
         Error e = compiled.error();
+        // NVRTC's log stays in the details, printed once.
         e.message = "the source includes \"" + header + "\", which the job did not carry and the toolkit (" +
-                    toolchain.cuda_root.string() + "/include) does not have: send it as a header (the CLI "
-                    "finds it through -I)\n" + e.message;
+                    toolchain.cuda_root.string() + "/include) does not have. NVRTC compiles a job with the "
+                    "headers it carries: send your own with -I DIR; a file that includes the C or C++ standard "
+                    "library (<cstdio>, <vector>) builds with `kcache nvcc -c FILE` instead (nvcc in front of the "
+                    "cache, docs/build-farms.md)";
+        if (e.details.empty()) e.details.push_back(unscratched(std::move(compiled.error().message)));
         return e;
       }
       return compiled;

@@ -35,6 +35,7 @@ DATA = Path(os.environ.get("KCACHE_TEST_DATA", Path(__file__).resolve().parents[
 ARTIFACTS = Path(os.environ.get("KCACHE_ARTIFACT_DIR", tempfile.gettempdir()))
 CHROMIUM = shutil.which("chromium")
 PTXAS = Path("/usr/local/cuda/bin/ptxas")
+NVCC = Path("/usr/local/cuda/bin/nvcc")
 READ_TOKEN = "status-page-read-token-0123456789"
 COMPILE_TOKEN = "status-page-compile-token-0123456789"
 # The counters the page shows by their `kcache --json stats` names.
@@ -224,6 +225,18 @@ class StatusPage(unittest.TestCase):
         bad = cls.folder / "bad.ll"
         bad.write_text("define void @f( {\n")
         cls.bad = cli(*server, "compile", str(bad), "--arch", "sm_80", token=COMPILE_TOKEN, check=False)
+        # A build through the compiler launcher on two machines (two state folders): the first
+        # runs each step (misses), the second finds them (hits): build steps count in the hit rate.
+        cls.launched = NVCC.exists()
+        if cls.launched:
+            (cls.folder / "k.cu").write_text("__global__ void scale(float* x) { x[threadIdx.x] *= 2; }\n")
+            for machine in ("one", "two"):
+                env = dict(os.environ, KCACHE_SERVER=cls.daemon.address, KCACHE_TOKEN=COMPILE_TOKEN,
+                           KCACHE_STATE_DIR=str(cls.folder / machine))
+                r = subprocess.run([CLI, str(NVCC), "-arch=sm_80", "-c", "k.cu", "-o", f"{machine}.o"], env=env,
+                                   cwd=cls.folder, capture_output=True, text=True, timeout=300)
+                if r.returncode != 0:
+                    raise AssertionError(f"kcache nvcc: exit {r.returncode}\n{r.stderr}")
         cls.stats = json.loads(cli(*server, "--json", "stats", token=READ_TOKEN).stdout)
         cls.chromium = Chromium(cls.folder)
 
@@ -255,7 +268,29 @@ class StatusPage(unittest.TestCase):
         self.assertEqual(self.reduce["outcome"], "miss")
         self.assertNotEqual(self.bad.returncode, 0)
         self.assertIn("INVALID_ARGUMENT", self.bad.stderr)
-        self.assertEqual((self.stats["hits"], self.stats["misses"], self.stats["errors"]), (1, 2, 1))
+        self.assertEqual((self.stats["compile_hits"], self.stats["compile_misses"], self.stats["errors"]), (1, 2, 1))
+
+    def test_build_steps_count_in_the_hit_rate(self):
+        if not self.launched:
+            self.skipTest(f"no CUDA toolkit ({NVCC}): no launcher build")
+        steps = self.stats["steps"]
+        self.assertGreaterEqual(steps["cicc"]["misses"], 1)
+        self.assertGreaterEqual(steps["cicc"]["hits"], 1, "the second machine found the first one's step")
+        for outcome in ("hits", "misses", "coalesced"):
+            self.assertEqual(self.stats[outcome],
+                             self.stats["compile_" + outcome] + sum(t[outcome] for t in steps.values()), outcome)
+        hits = self.stats["hits"]
+        self.assertAlmostEqual(self.stats["hit_ratio"],
+                               hits / (hits + self.stats["misses"] + self.stats["coalesced"]))
+        self.assertGreater(self.stats["hits"], self.stats["compile_hits"])
+        context, session = self.authorized_page()
+        table = self.chromium.evaluate(session, "document.getElementById('steps').innerText")
+        cicc = [line for line in table.splitlines() if line.startswith("cicc")]
+        self.assertEqual(len(cicc), 1, table)
+        self.assertEqual(cicc[0].split("\t")[1:3], [str(steps["cicc"]["hits"]), str(steps["cicc"]["misses"])], table)
+        newest = self.chromium.evaluate(session, "document.getElementById('compiles').innerText")
+        self.assertIn("cicc step", newest)
+        self.assertIn("ptxas step", newest)
 
     def test_the_counters_shown_are_kcache_stats_and_the_charts_are_drawn(self):
         context, session = self.authorized_page()

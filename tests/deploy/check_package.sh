@@ -55,6 +55,12 @@ dpkg-deb -I "$deb" conffiles | grep -x /etc/kcache/kcached.toml >/dev/null || fa
 dpkg-deb -x "$deb" "$work/unpacked"
 grep -qx 'ExecStart=/usr/bin/kcached --config /etc/kcache/kcached.toml' "$work/unpacked/usr/lib/systemd/system/kcached.service" ||
   fail "the unit does not start /usr/bin/kcached"
+grep -q '^ExecStart=/usr/bin/kcached ' "$work/unpacked/usr/share/doc/kcache/fleet.conf" ||
+  fail "the fleet drop-in does not start /usr/bin/kcached"
+if grep -q '^ExecStart=/usr/local' "$work/unpacked/usr/share/doc/kcache/fleet.conf" \
+     "$work/unpacked/usr/lib/systemd/system/kcached.service"; then
+  fail "a packaged unit file starts a kcached under /usr/local"
+fi
 
 phase "Depends against the libraries linked"
 depends=$(dpkg-deb -f "$deb" Depends)

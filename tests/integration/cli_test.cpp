@@ -142,6 +142,80 @@ TEST_F(Cli, ExitCodesDistinguishBadInputNotFoundUnavailableAndUsage) {
   EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
 }
 
+// What a new user gets wrong, each a usage error (exit 2) that says what to do: a misspelt
+// command names the closest; an address without its port says so (for the client and for
+// kcached, which spoke of TLS); a config file's unknown key, repeated key or [table] is named
+// with its line. And --version on each program.
+TEST_F(Cli, ANewUsersMistakesAreUsageErrorsThatSayWhatToDo) {
+  auto misspelt = run_cli({"complie", "x.ll"}, m_daemon->address());
+  EXPECT_EQ(misspelt.exit_code, 2);
+  EXPECT_NE(misspelt.err.find("unknown command 'complie'; did you mean 'compile'?"), std::string::npos) << misspelt.err;
+  auto nothing_near = run_cli({"frobnicate"}, m_daemon->address());
+  EXPECT_EQ(nothing_near.exit_code, 2);
+  EXPECT_NE(nothing_near.err.find("unknown command 'frobnicate' (kcache --help"), std::string::npos) << nothing_near.err;
+
+  auto portless = run_cli({"stats"}, "build-host");
+  EXPECT_EQ(portless.exit_code, 2) << "a usage error, not 'unavailable'";
+  EXPECT_NE(portless.err.find("'build-host' names no port: give HOST:PORT"), std::string::npos) << portless.err;
+
+  auto daemon = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), KCACHE_DAEMON_PATH);
+    args.insert(args.end(), {"--db", (m_dir.path() / "unused-db").string()});
+    return run_program(args);
+  };
+  auto listen = daemon({"--listen", "127.0.0.1"});
+  EXPECT_EQ(listen.exit_code, 2);
+  EXPECT_NE(listen.err.find("--listen '127.0.0.1' is not HOST:PORT"), std::string::npos) << listen.err;
+  EXPECT_EQ(listen.err.find("TLS"), std::string::npos) << listen.err;
+
+  auto with_config = [&](const std::string& text) {
+    std::filesystem::path file = m_dir.path() / "kcached.toml";
+    write_file(file, text);
+    return daemon({"--config", file.string()});
+  };
+  auto unknown = with_config("listen = \"127.0.0.1:0\"\nmax_size = \"1G\"\nmax-sise = \"1G\"\n");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("kcached.toml:3: unknown key 'max-sise'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("max-size"), std::string::npos) << "the known keys are listed: " << unknown.err;
+  auto twice = with_config("workers = 2\n# a comment\nworkers = 3\n");
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("kcached.toml:3: 'workers' is given a second time (first on line 1)"), std::string::npos)
+      << twice.err;
+  auto table = with_config("[daemon]\nworkers = 2\n");
+  EXPECT_EQ(table.exit_code, 2);
+  EXPECT_NE(table.err.find("kcached.toml:1: '[daemon]': kcached's configuration has no tables"), std::string::npos)
+      << table.err;
+
+  const std::string grpc_cli = (std::filesystem::path(KCACHE_CLI_PATH).parent_path() / "kcache-grpc").string();
+  for (const auto& [program, argv] : {std::pair<std::string, std::vector<std::string>>{"kcached", {KCACHE_DAEMON_PATH, "--version"}},
+                                      {"kcache", {KCACHE_CLI_PATH, "--version"}},
+                                      {"kcache", {grpc_cli, "--version"}}}) {
+    auto version = run_program(argv);
+    EXPECT_EQ(version.exit_code, 0) << argv[0] << ": " << version.err;
+    EXPECT_TRUE(version.out.starts_with(program + " 0.")) << version.out;
+    EXPECT_NE(version.out.find("(commit "), std::string::npos) << version.out;
+    EXPECT_NE(version.out.find("built with LLVM 22"), std::string::npos) << version.out;
+    EXPECT_NE(version.out.find(" and CUDA "), std::string::npos) << version.out;
+  }
+}
+
+// `kcache compile` of an ordinary .cu file that includes the standard library: NVRTC cannot see
+// <cstdio>; the message points to `kcache nvcc`, and NVRTC's log is printed once.
+TEST_F(Cli, AnOrdinaryCudaFileIsPointedToTheLauncher) {
+  if (!std::filesystem::exists(std::filesystem::path(KCACHE_CUDA_ROOT) / "bin" / "nvcc")) {
+    GTEST_SKIP() << "no CUDA toolkit at " << KCACHE_CUDA_ROOT << ": no NVRTC";
+  }
+  std::filesystem::path source = m_dir.path() / "ordinary.cu";
+  write_file(source, "#include <cstdio>\n__global__ void k(int* x) { x[0] = 1; }\n");
+  auto r = run_cli({"compile", source.string(), "--arch", "sm_80"}, m_daemon->address());
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("kcache nvcc -c FILE"), std::string::npos) << r.err;
+  const std::string log_line = "cannot open source file \"cstdio\"";
+  auto first = r.err.find(log_line);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(log_line, first + 1), std::string::npos) << "NVRTC's log printed twice: " << r.err;
+}
+
 TEST_F(Cli, OutputFileNeedsExactlyOneImage) {
   std::filesystem::path src = m_dir.path() / "saxpy.ll";
   write_file(src, read_test_data("kernels/saxpy.ll"));

@@ -344,7 +344,9 @@ TEST_F(JailedSteps, NothingEscapesTheJail) {
     auto r = run(a.script);
     ASSERT_TRUE(r) << a.what << ": " << r.error().message;
     EXPECT_NE(r->exit_code, 0) << a.what << " succeeded: " << r->output;
-    if (!a.never.empty()) EXPECT_EQ(r->output.find(a.never), std::string::npos) << a.what << ": " << r->output;
+    if (!a.never.empty()) {
+      EXPECT_EQ(r->output.find(a.never), std::string::npos) << a.what << ": " << r->output;
+    }
   }
   EXPECT_FALSE(fs::exists(m_dir.path() / "escape"));
   EXPECT_FALSE(fs::exists(k_cuda / "kcache-escape"));

@@ -7,6 +7,8 @@
 // and exit code; or the launcher runs nvcc unchanged and counts its reason.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
@@ -160,7 +162,9 @@ class LauncherCorpus : public ::testing::Test {
     for (const std::string& out : line.outputs) {
       expected[out] = comparable(read_all(work_ / out));
       if (!line.whole_objects) expected_device[out] = device_code_and_symbols(work_ / out);
-      if (theirs.exit_code == 0) EXPECT_FALSE(expected[out].empty()) << "nvcc wrote no " << out;
+      if (theirs.exit_code == 0) {
+        EXPECT_FALSE(expected[out].empty()) << "nvcc wrote no " << out;
+      }
     }
     counts();
     for (const char* pass : {"miss", "hit"}) {
@@ -323,6 +327,19 @@ TEST_F(LauncherCorpus, AUnitsModuleIdIsItsOwn) {
   EXPECT_EQ(edited["host.miss"], 1);
   EXPECT_EQ(edited["cicc.hit"], 1) << "the host-only edit kept the module ID, and so the device steps";
   EXPECT_EQ(edited["ptxas.hit"], 1);
+
+  // A build farm's hit rate counts its build steps: this daemon served no Compile at all.
+  auto shown = run({KCACHE_CLI_PATH, "--server", daemon_->address(), "--json", "stats"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.error_output;
+  auto stats = nlohmann::json::parse(shown.output);
+  EXPECT_EQ(stats["compile_hits"], 0);
+  EXPECT_GE(stats["hits"].get<long>(), 2) << "the cicc and ptxas hits";
+  long step_hits = 0;
+  for (const auto& [tool, counted] : stats["steps"].items()) step_hits += counted["hits"].get<long>();
+  EXPECT_EQ(stats["hits"].get<long>(), step_hits);
+  EXPECT_GT(stats["hit_ratio"].get<double>(), 0.0);
+  auto text = run({KCACHE_CLI_PATH, "--server", daemon_->address(), "stats"});
+  EXPECT_NE(text.output.find("requests: compiles and build steps"), std::string::npos) << text.output;
 }
 
 // Any compiler may stand after kcache: versioned names, full paths, and kcache linked under a
