@@ -17,6 +17,9 @@ install(FILES ${PROJECT_BINARY_DIR}/package/kcache.pc DESTINATION ${CMAKE_INSTAL
 # Debian's python3 reads /usr/lib/python3/dist-packages; kcache.py finds libkcache.so on the
 # library search path.
 install(FILES ${PROJECT_SOURCE_DIR}/client/python/kcache.py DESTINATION lib/python3/dist-packages)
+# ... and for any other python3 or a virtual environment, through a .pth file naming this folder
+# (docs/client-api.md).
+install(FILES ${PROJECT_SOURCE_DIR}/client/python/kcache.py DESTINATION ${CMAKE_INSTALL_DATADIR}/kcache/python)
 
 # The systemd unit, with ExecStart where this install puts kcached (the file in deploy/ names
 # /usr/local/bin, for a copy installed by hand; cpack installs with the prefix /usr), its fleet

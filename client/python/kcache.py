@@ -13,6 +13,12 @@ search path (libkcache.so).
     cubin = images[0].data                       # bytes
     symbol = images[0].lowered_names["scale<float>"]   # "_Z5scaleIfEvPT_S0_i"
     again = client.fetch(images.key, "sm_90")    # the best image for that device, by key
+    with kcache.Bundle("bundle") as b:           # a `kcache precompile` bundle, no daemon
+        image = b.fetch(images.key, "sm_90", driver=12040)
+
+Debian's package installs it for Debian's python3 (/usr/lib/python3/dist-packages) and in
+/usr/share/kcache/python for any other python3 or a virtual environment, which reads it through a
+.pth file: echo /usr/share/kcache/python > "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kcache.pth"
 
 Errors raise kcache.Error, whose .status is the gRPC status code (3 INVALID_ARGUMENT: NVRTC's
 log is in the message; 9 FAILED_PRECONDITION; 14 UNAVAILABLE ...).
@@ -22,7 +28,7 @@ import ctypes
 import os
 from pathlib import Path
 
-__all__ = ["Client", "Error", "Image", "Images", "load_library"]
+__all__ = ["Bundle", "Client", "DRIVER_NONE", "DRIVER_THIS_MACHINE", "Error", "Image", "Images", "load_library"]
 
 _KINDS = {"any": 0, "ptx": 1, "cubin": 2, "obj": 3, "object": 3, "ltoir": 4, "hsaco": 5, "amdgcn": 6}
 _KIND_NAMES = {1: "ptx", 2: "cubin", 3: "obj", 4: "ltoir", 5: "hsaco", 6: "amdgcn"}
@@ -99,6 +105,10 @@ def load_library(path=None):
         "kcache_client_free": (None, [vp]),
         "kcache_compute_key": (i, [vp, vp, sz, ctypes.POINTER(_Job), ctypes.c_char * 65]),
         "kcache_fetch": (i, [vp, cp, cp, i, i, ctypes.POINTER(vp)]),
+        "kcache_fetch_for_driver": (i, [vp, cp, cp, i, i, ctypes.c_long, ctypes.POINTER(vp)]),
+        "kcache_bundle_open": (i, [cp, ctypes.POINTER(vp)]),
+        "kcache_bundle_fetch_for_driver": (i, [vp, cp, cp, i, ctypes.c_long, ctypes.POINTER(vp)]),
+        "kcache_bundle_free": (None, [vp]),
         "kcache_fetch_or_compile": (i, [vp, vp, sz, ctypes.POINTER(_Job), cp, ctypes.POINTER(vp)]),
         "kcache_compile": (i, [vp, vp, sz, ctypes.POINTER(_Job), ctypes.POINTER(vp)]),
         "kcache_result_key": (cp, [vp]),
@@ -151,6 +161,14 @@ class Images(list):
         super().__init__(images)
         self.key = key
         self.hit = hit
+
+
+def _archs(archs):
+    """Archs as a list: "sm_80" or "sm_80,sm_90" (one string, as the CLI's --arch) or a sequence."""
+    if isinstance(archs, (str, bytes)):
+        text = archs.decode() if isinstance(archs, bytes) else archs
+        return [a.strip() for a in text.split(",") if a.strip()]
+    return list(archs)
 
 
 def _strings(values):
@@ -228,7 +246,9 @@ class Client:
                  include_dirs=(), driver=DRIVER_NONE, amd_code_object=0):
         module = module.encode() if isinstance(module, str) else bytes(module)
         keep = []
-        job = self._job(fmt, side, list(archs), list(kinds), list(options), list(name_expressions), dict(headers or {}),
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        job = self._job(fmt, side, _archs(archs), list(kinds), list(options), list(name_expressions), dict(headers or {}),
                         list(include_dirs), driver, keep, amd_code_object)
         result = ctypes.c_void_p()
         self._check(self._lib.kcache_compile(self._handle, module, len(module), ctypes.byref(job), ctypes.byref(result)))
@@ -255,14 +275,57 @@ class Client:
         newest code object version the HIP runtime loads (4 for ROCm 5); 0, the daemon's own."""
         return self._compile(module, fmt, side, archs, kinds, driver=driver, amd_code_object=amd_code_object)
 
-    def fetch(self, key, arch, kind="any", side="device"):
+    def fetch(self, key, arch, kind="any", side="device", driver=DRIVER_THIS_MACHINE):
         """The best stored image of `key` for a device of `arch` (sm_90), restricted to `kind` unless
-        "any"; an LTO-IR image only when asked for by kind. Raises Error(5) when there is none."""
+        "any"; an LTO-IR image only when asked for by kind. `driver`: the CUDA driver version that
+        will load it (12040), DRIVER_THIS_MACHINE (this machine's, where it has one) or DRIVER_NONE.
+        Raises Error(5) when there is none."""
         if kind not in _KINDS:
             raise _unknown_kind(kind)
         image = ctypes.c_void_p()
-        self._check(self._lib.kcache_fetch(self._handle, key.encode(), arch.encode(), _SIDES[side], _KINDS[kind],
-                                           ctypes.byref(image)))
+        self._check(self._lib.kcache_fetch_for_driver(self._handle, key.encode(), arch.encode(), _SIDES[side],
+                                                      _KINDS[kind], int(driver), ctypes.byref(image)))
+        try:
+            return Image(self._lib, image)
+        finally:
+            self._lib.kcache_image_free(image)
+
+
+class Bundle:
+    """A bundle made by `kcache precompile` (a folder), served with no daemon: the same selection
+    rules as Client.fetch, each image checked against the bundle's index as it is read."""
+
+    def __init__(self, path, library=None):
+        self._lib = load_library(library)
+        handle = ctypes.c_void_p()
+        status = self._lib.kcache_bundle_open(str(path).encode(), ctypes.byref(handle))
+        if status != 0:
+            raise Error(status, self._lib.kcache_last_error().decode(errors="replace"))
+        self._handle = handle
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            self._lib.kcache_bundle_free(self._handle)
+            self._handle = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def fetch(self, key, arch, kind="any", driver=DRIVER_THIS_MACHINE):
+        """The best image of `key` in the bundle for a device of `arch`, as Client.fetch chooses;
+        raises Error(5) when the bundle has none."""
+        if kind not in _KINDS:
+            raise _unknown_kind(kind)
+        image = ctypes.c_void_p()
+        status = self._lib.kcache_bundle_fetch_for_driver(self._handle, key.encode(), arch.encode(), _KINDS[kind],
+                                                          int(driver), ctypes.byref(image))
+        if status != 0:
+            raise Error(status, self._lib.kcache_last_error().decode(errors="replace"))
         try:
             return Image(self._lib, image)
         finally:

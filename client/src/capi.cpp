@@ -279,18 +279,43 @@ kcache_status kcache_compute_key(kcache_client* client, const void* module, size
   });
 }
 
+namespace {
+
+// The driver a fetch selects for (KCACHE_DRIVER_THIS_MACHINE, KCACHE_DRIVER_NONE or
+// cuDriverGetVersion's number), as a CudaVersion (0: none stated).
+kcache::Expected<kcache::CudaVersion> fetch_driver(long driver_version) {
+  if (driver_version < KCACHE_DRIVER_NONE) {
+    return kcache::make_error(kcache::ErrorCode::k_invalid_argument,
+                              "driver_version is " + std::to_string(driver_version) +
+                                  ": give cuDriverGetVersion's number, KCACHE_DRIVER_THIS_MACHINE or KCACHE_DRIVER_NONE");
+  }
+  if (driver_version == KCACHE_DRIVER_NONE) return kcache::CudaVersion{0};
+  if (driver_version == KCACHE_DRIVER_THIS_MACHINE) return kcache::installed_driver_version();
+  if (auto ok = kcache::check_cuda_version(static_cast<std::uint64_t>(driver_version)); !ok) return ok.error();
+  return static_cast<kcache::CudaVersion>(driver_version);
+}
+
+}  // namespace
+
 kcache_status kcache_fetch(kcache_client* client, const char* key_hex, const char* arch, int side, int kind,
                            kcache_image** out) {
+  return kcache_fetch_for_driver(client, key_hex, arch, side, kind, KCACHE_DRIVER_THIS_MACHINE, out);
+}
+
+kcache_status kcache_fetch_for_driver(kcache_client* client, const char* key_hex, const char* arch, int side, int kind,
+                                      long driver_version, kcache_image** out) {
   return guarded([&] {
     if (client == nullptr || key_hex == nullptr || arch == nullptr || out == nullptr) {
       return fail(KCACHE_INVALID_ARGUMENT, "client, key_hex, arch and out must not be NULL");
     }
+    auto driver = fetch_driver(driver_version);
+    if (!driver) return fail(driver.error());
     kcache::v1::FetchRequest request;
     request.set_key(key_hex);
     request.set_arch(arch);
     request.set_side(side == KCACHE_SIDE_HOST ? kcache::v1::SIDE_HOST : kcache::v1::SIDE_DEVICE);
     request.set_kind(static_cast<kcache::v1::ImageKind>(kind));
-    if (side != KCACHE_SIDE_HOST) request.set_driver_version(kcache::installed_driver_version());
+    if (side != KCACHE_SIDE_HOST) request.set_driver_version(*driver);
     auto fetched = client->client->fetch(request);
     if (!fetched) return fail(fetched.error());
     *out = new kcache_image{std::move(*fetched)};
@@ -356,14 +381,21 @@ kcache_status kcache_bundle_open(const char* dir, kcache_bundle** out) {
 
 kcache_status kcache_bundle_fetch(const kcache_bundle* bundle, const char* key_hex, const char* arch, int kind,
                                   kcache_image** out) {
+  // Only what this machine's driver loads (none stated where it has no driver).
+  return kcache_bundle_fetch_for_driver(bundle, key_hex, arch, kind, KCACHE_DRIVER_THIS_MACHINE, out);
+}
+
+kcache_status kcache_bundle_fetch_for_driver(const kcache_bundle* bundle, const char* key_hex, const char* arch,
+                                             int kind, long driver_version, kcache_image** out) {
   return guarded([&] {
     if (bundle == nullptr || key_hex == nullptr || arch == nullptr || out == nullptr) {
       return fail(KCACHE_INVALID_ARGUMENT, "bundle, key_hex, arch and out must not be NULL");
     }
+    auto driver = fetch_driver(driver_version);
+    if (!driver) return fail(driver.error());
     std::optional<kcache::ImageKind> only;
     if (kind != KCACHE_KIND_ANY) only = kcache::wire::from_proto(static_cast<kcache::v1::ImageKind>(kind));
-    // Only what this machine's driver loads (none stated where it has no driver).
-    auto found = bundle->bundle.fetch(key_hex, arch, only, kcache::installed_driver_version());
+    auto found = bundle->bundle.fetch(key_hex, arch, only, *driver);
     if (!found) return fail(found.error());
     kcache::FetchedImage fetched;
     fetched.image.set_arch(found->image.id.arch);

@@ -47,7 +47,8 @@ echo "$(basename "$deb"): $(stat -c %s "$deb") bytes"
 phase "contents"
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$work/files"
 for f in /usr/bin/kcached /usr/bin/kcache /usr/bin/kcache-grpc /usr/lib/libkcache.so /usr/include/kcache/kcache.h \
-         /usr/lib/pkgconfig/kcache.pc /usr/lib/python3/dist-packages/kcache.py /usr/lib/systemd/system/kcached.service \
+         /usr/lib/pkgconfig/kcache.pc /usr/lib/python3/dist-packages/kcache.py /usr/share/kcache/python/kcache.py \
+         /usr/lib/systemd/system/kcached.service \
          /etc/kcache/kcached.toml /usr/share/doc/kcache/kcached.example.toml; do
   grep -qx "$f" "$work/files" || fail "the package has no $f"
 done

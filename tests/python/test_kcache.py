@@ -1,7 +1,7 @@
 """client/python/kcache.py with Debian's python3 against a real kcached on a loopback port, as a
 Python user runs it: CUDA C++ with headers, name expressions and NVRTC errors, LLVM IR, fetch by key.
 
-Run by ctest (tests/CMakeLists.txt), which sets KCACHE_DAEMON, KCACHE_LIBRARY and KCACHE_TEST_DATA.
+Run by ctest (tests/CMakeLists.txt), which sets KCACHE_DAEMON, KCACHE_CLI, KCACHE_LIBRARY and KCACHE_TEST_DATA.
 """
 import os
 import shutil
@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"
 import kcache  # noqa: E402
 
 DAEMON = os.environ.get("KCACHE_DAEMON", "")
+CLI = os.environ.get("KCACHE_CLI", "")
 DATA = Path(os.environ.get("KCACHE_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
 NVRTC = Path("/usr/local/cuda/lib64/libnvrtc.so")
 PTXAS = Path("/usr/local/cuda/bin/ptxas")
@@ -110,6 +111,71 @@ class PythonModule(unittest.TestCase):
         with self.assertRaises(kcache.Error) as missing:
             self.client.fetch("0" * 64, "sm_90")
         self.assertEqual(missing.exception.status, 5)
+
+    def test_archs_as_one_string_a_stated_driver_and_a_bundle(self):
+        ir = (DATA / "kernels" / "saxpy.ll").read_text()
+        one = self.client.compile_ir(ir, archs="sm_80", kinds="ptx")  # one arch, as a string
+        self.assertEqual([(i.arch, i.kind) for i in one], [("sm_80", "ptx")])
+        two = self.client.compile_ir(ir, archs="sm_80,sm_90", kinds=["ptx"])
+        self.assertEqual(sorted(i.arch for i in two), ["sm_80", "sm_90"])
+        with self.assertRaises(kcache.Error) as bad:
+            self.client.compile_ir(ir, archs="sm_8x", kinds=["ptx"])
+        self.assertEqual(bad.exception.status, 3)
+        self.assertIn("sm_8x", str(bad.exception))
+        # For a stated driver: an image it loads, or none (a CUDA 11.0 driver JITs no PTX this
+        # toolkit's ISA writes).
+        self.assertEqual(self.client.fetch(one.key, "sm_80", driver=kcache.DRIVER_NONE).data, one[0].data)
+        with self.assertRaises(kcache.Error) as too_old:
+            self.client.fetch(one.key, "sm_80", driver=11000)
+        self.assertEqual(too_old.exception.status, 5, str(too_old.exception))
+        with self.assertRaises(kcache.Error) as not_a_version:
+            self.client.fetch(one.key, "sm_80", driver=-7)
+        self.assertEqual(not_a_version.exception.status, 3)
+        # A bundle from `kcache precompile`, served with no daemon, with the same rules.
+        if not CLI:
+            self.skipTest("KCACHE_CLI is not set (ctest sets it)")
+        work = Path(tempfile.mkdtemp(prefix="kcache-python-bundle-"))
+        try:
+            shutil.copy(DATA / "kernels" / "saxpy.ll", work / "saxpy.ll")
+            (work / "m.json").write_text('{"archs": ["sm_80"], "modules": [{"path": "saxpy.ll", "emit": ["ptx"]}]}')
+            made = subprocess.run([CLI, "--server", self.daemon.address, "precompile", str(work / "m.json"), "--out",
+                                   str(work / "bundle")], capture_output=True, text=True, timeout=300)
+            self.assertEqual(made.returncode, 0, made.stderr)
+            with kcache.Bundle(work / "bundle") as bundle:
+                image = bundle.fetch(one.key, "sm_80", driver=kcache.DRIVER_NONE)
+                self.assertEqual(image.data, one[0].data)
+                with self.assertRaises(kcache.Error) as bundle_too_old:
+                    bundle.fetch(one.key, "sm_80", driver=11000)
+                self.assertEqual(bundle_too_old.exception.status, 5, str(bundle_too_old.exception))
+                with self.assertRaises(kcache.Error) as absent:
+                    bundle.fetch("0" * 64, "sm_80")
+                self.assertEqual(absent.exception.status, 5)
+            with self.assertRaises(kcache.Error):
+                kcache.Bundle(work / "no-such-bundle")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def test_the_module_imports_in_a_virtual_environment_as_the_docs_say(self):
+        # docs/client-api.md: a virtual environment (or another python3) reads the module from
+        # /usr/share/kcache/python through a .pth file; here that folder is the source's.
+        folder = Path(kcache.__file__).resolve().parent
+        venv = Path(tempfile.mkdtemp(prefix="kcache-python-venv-"))
+        try:
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv / "env")], check=True, timeout=120)
+            python = venv / "env" / "bin" / "python"
+            site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            Path(site, "kcache.pth").write_text(str(folder) + "\n")
+            code = ("import kcache; c = kcache.Client(%r, timeout=60); "
+                    "print(kcache.__file__, len(c.compile_ir(open(%r).read(), archs='sm_80', kinds='ptx')))"
+                    % (self.daemon.address, str(DATA / "kernels" / "saxpy.ll")))
+            r = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, PYTHONPATH=""))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.strip().endswith(" 1"), r.stdout)
+            self.assertIn(str(folder), r.stdout)
+        finally:
+            shutil.rmtree(venv, ignore_errors=True)
 
     def test_llvm_ir_compiles_without_a_toolkit_too(self):
         ir = (DATA / "kernels" / "saxpy.ll").read_text()

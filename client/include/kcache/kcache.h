@@ -132,6 +132,11 @@ kcache_status kcache_compute_key(kcache_client *client, const void *module, size
  * loads. KCACHE_NOT_FOUND when there is none. */
 kcache_status kcache_fetch(kcache_client *client, const char *key_hex, const char *arch, int side, int kind,
                            kcache_image **out);
+/* kcache_fetch for the driver that will load the image: cuDriverGetVersion's number (12040 for
+ * 12.4), KCACHE_DRIVER_THIS_MACHINE (what kcache_fetch does) or KCACHE_DRIVER_NONE (no driver
+ * stated: any image, cubins first). */
+kcache_status kcache_fetch_for_driver(kcache_client *client, const char *key_hex, const char *arch, int side, int kind,
+                                      long driver_version, kcache_image **out);
 
 /* Fetch, and on a miss compile then fetch; retries while the daemon is unavailable. */
 kcache_status kcache_fetch_or_compile(kcache_client *client, const void *module, size_t module_size,
@@ -155,6 +160,9 @@ typedef struct kcache_bundle kcache_bundle;
 kcache_status kcache_bundle_open(const char *dir, kcache_bundle **out);
 kcache_status kcache_bundle_fetch(const kcache_bundle *bundle, const char *key_hex, const char *arch, int kind,
                                   kcache_image **out);
+/* kcache_bundle_fetch for a stated driver, as kcache_fetch_for_driver. */
+kcache_status kcache_bundle_fetch_for_driver(const kcache_bundle *bundle, const char *key_hex, const char *arch,
+                                             int kind, long driver_version, kcache_image **out);
 void kcache_bundle_free(kcache_bundle *bundle);
 
 /* Each accessor takes NULL (a failed call's image) and reads it as empty: NULL data, size 0, "". */
