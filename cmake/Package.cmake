@@ -1,5 +1,5 @@
 # What `cmake --install` puts where, and the Debian package of it (`cpack -G DEB` in the build
-# folder: kcache_VERSION_amd64.deb). deploy/package/README.md says what it holds and how CI
+# folder: kcache_VERSION_amd64.deb). deploy/README.md says what it holds and how CI
 # installs it into a fresh root (tests/deploy/check_package.sh, ctest deploy.package).
 include(GNUInstallDirs)
 
@@ -40,15 +40,50 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/kcached.example.toml ${PROJECT_BINARY
               ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
+# Debian's files of the package: its copyright, its changelog (gzip -9n, as policy has it), a man
+# page for each program (help2man, from its --help and --version), and lintian's overrides,
+# each justified in the file.
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/package/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/package/lintian-overrides DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+        RENAME kcache)
+install(CODE "
+  execute_process(COMMAND gzip -9n -c \"${PROJECT_SOURCE_DIR}/deploy/package/changelog\"
+                  OUTPUT_FILE \"${PROJECT_BINARY_DIR}/package/changelog.gz\")
+  find_program(help2man help2man)
+  if(NOT help2man)
+    message(WARNING \"help2man is absent (deploy/install-deps.sh installs it): no man pages\")
+  endif()
+  foreach(page \"kcached;8;the kcache compile cache daemon;$<TARGET_FILE:kcached>\"
+               \"kcache;1;client of the kcached GPU compile cache and compiler launcher;$<TARGET_FILE:kcache-grpc>\"
+               \"kcache-grpc;1;the kcache CLI over gRPC (kcache hands its commands to it);$<TARGET_FILE:kcache-grpc>\")
+    list(GET page 0 name)
+    list(GET page 1 section)
+    list(GET page 2 what)
+    list(GET page 3 program)
+    if(help2man)
+      execute_process(COMMAND \"\${help2man}\" --no-info --section=\${section} --name=\${what} \"\${program}\"
+                      OUTPUT_VARIABLE text RESULT_VARIABLE failed)
+      if(NOT failed)
+        string(REPLACE \"kcache-grpc\" \"\${name}\" text \"\${text}\")
+        file(WRITE \"${PROJECT_BINARY_DIR}/package/\${name}.\${section}\" \"\${text}\")
+        execute_process(COMMAND gzip -9nf \"${PROJECT_BINARY_DIR}/package/\${name}.\${section}\")
+        file(INSTALL \"${PROJECT_BINARY_DIR}/package/\${name}.\${section}.gz\"
+             DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_MANDIR}/man\${section}\")
+      endif()
+    endif()
+  endforeach()")
+install(FILES ${PROJECT_BINARY_DIR}/package/changelog.gz DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
 set(CPACK_PACKAGE_NAME kcache)
 set(CPACK_PACKAGE_VENDOR "kcache")
-set(CPACK_PACKAGE_CONTACT "kcache maintainers <kcache@localhost>")
+set(CPACK_PACKAGE_CONTACT "kcache maintainers <maintainers@kcache.dev>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "compile cache daemon for GPU kernels")
-set(CPACK_PACKAGE_DESCRIPTION "kcached compiles LLVM IR, PTX and CUDA C++ to PTX, cubin and AMD code objects
-and keeps every result in RocksDB under a content-hash key; build farms share one daemon or a
-fleet shares one cache through Redis. The package holds kcached, the kcache CLI, kcache-grpc,
-libkcache (the C API) with its header and pkg-config file, the Python module, the systemd unit
-and its configuration.")
+set(CPACK_PACKAGE_DESCRIPTION "kcached compiles LLVM IR, PTX and CUDA C++ to PTX, cubin and AMD
+code objects and keeps every result in RocksDB under a content-hash key;
+build farms share one daemon, or a fleet shares one cache through Redis.
+The package holds kcached, the kcache CLI and compiler launcher,
+kcache-grpc, libkcache (the C API) with its header and pkg-config file,
+the Python module, the systemd unit and its configuration.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # kcache_VERSION_amd64.deb
@@ -57,11 +92,18 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # Python module runs on python3, kcached links AMD code objects with ld.lld where it is found, and
 # runs the tools of build steps in bubblewrap's jail (without it, it refuses build steps).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The shlibs file for libkcache.so.0, which packages linking it would read.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "bubblewrap")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "lld-22, rocm-device-libs, redis-server")
-# /etc/kcache/kcached.toml is a conffile. (CPack's own postinst runs ldconfig for libkcache.so.)
+# /etc/kcache/kcached.toml is a conffile. The maintainer scripts handle kcached.service as
+# dh_installsystemd would, and a purge removes its enable and /etc/kcache
+# (deploy/package/postrm); libkcache.so.0's ldconfig is a trigger.
 file(WRITE ${PROJECT_BINARY_DIR}/package/conffiles "/etc/kcache/kcached.toml\n")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_BINARY_DIR}/package/conffiles)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_BINARY_DIR}/package/conffiles ${PROJECT_SOURCE_DIR}/deploy/package/postinst
+    ${PROJECT_SOURCE_DIR}/deploy/package/prerm ${PROJECT_SOURCE_DIR}/deploy/package/postrm
+    ${PROJECT_SOURCE_DIR}/deploy/package/triggers)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)

@@ -20,6 +20,7 @@ packages=(
   clang-tools-22  # clang-linker-wrapper: links clang CUDA programs with -fgpu-rdc (tests/data/launcher/clang.ninja)
   chromium  # the status page's test in a real browser (tests/browser)
   mmdebstrap  # a fresh Debian root to install the package into (tests/deploy/check_package.sh)
+  help2man lintian  # the package's man pages (cmake/Package.cmake) and its check (check_package.sh)
 )
 
 missing=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy.package: the Debian package, built and installed as a user would (deploy/package/README.md).
+# deploy.package: the Debian package, built and installed as a user would (deploy/README.md, "The Debian package").
 #
 #   1. `cpack -G DEB` in the build folder makes kcache_VERSION_amd64.deb;
 #   2. it holds every file it should, and its Depends names the Debian package of every library
@@ -142,7 +142,7 @@ if [ "$mode" = chroot ]; then
     run_root "ldd $elf" >"$work/ldd" 2>&1 || { cat "$work/ldd"; fail "ldd $elf failed in the root"; }
     if grep -q "not found" "$work/ldd"; then cat "$work/ldd"; fail "$elf lacks a library in the root"; fi
   done
-  chroot "$root" ldconfig -p | grep 'libkcache.so ' >/dev/null || fail "ldconfig's cache has no libkcache.so (the postinst did not run ldconfig)"
+  chroot "$root" ldconfig -p | grep 'libkcache.so.0 ' >/dev/null || fail "ldconfig's cache has no libkcache.so.0 (the ldconfig trigger did not run)"
   prefix=""
 else
   # Unpacked only: dpkg --root would run the maintainer scripts (ldconfig) on this machine.
@@ -215,5 +215,45 @@ if [ -x "$root/tmp/hit" ]; then
 fi
 hits=$(grep -cE '^(hit +[0-9a-f]{64}|python hit )' "$work/quickstart.log")
 grep -q "^hits  *$hits\$" "$work/quickstart.log" || fail "kcache stats does not count the $hits hits"
+
+phase "Debian's files: copyright, changelog, man pages, lintian"
+for f in /usr/share/doc/kcache/copyright /usr/share/doc/kcache/changelog.gz /usr/share/man/man8/kcached.8.gz \
+         /usr/share/man/man1/kcache.1.gz /usr/share/man/man1/kcache-grpc.1.gz /usr/share/lintian/overrides/kcache \
+         /usr/lib/libkcache.so.0; do
+  grep -qx "$f" "$work/files" || fail "the package has no $f"
+done
+zcat "$work/unpacked/usr/share/man/man8/kcached.8.gz" | grep -q 'Address to listen on' || fail "kcached's man page lacks its flags"
+readelf -d "$work/unpacked/usr/lib/libkcache.so.0" | grep -q 'SONAME.*\[libkcache.so.0\]' || fail "libkcache has no versioned SONAME"
+dpkg-deb -I "$deb" triggers | grep -qx 'activate-noawait ldconfig' || fail "no ldconfig trigger"
+if command -v lintian >/dev/null; then
+  # Errors fail the package; each warning left is overridden in deploy/package/lintian-overrides,
+  # which says why. (lintian as root says so on stderr: not a finding.)
+  lintian --fail-on error,warning "$deb" >"$work/lintian.log" 2>&1 || { cat "$work/lintian.log"; fail "lintian: errors or warnings"; }
+  cat "$work/lintian.log"
+else
+  echo "lintian is absent (deploy/install-deps.sh installs it): not run"
+fi
+
+# Installed, enabled as the README says, then purged, in a throwaway dpkg root: the maintainer
+# scripts run without a chroot ($DPKG_ROOT, --force-script-chrootless), as they would on a machine
+# without systemd running. Nothing is left but dpkg's own records.
+phase "install, enable and purge in a throwaway root"
+purge_root="$work/purge-root"
+mkdir -p "$purge_root/var/lib/dpkg/info" "$purge_root/var/lib/dpkg/updates" "$purge_root/etc/systemd/system"
+: >"$purge_root/var/lib/dpkg/status"
+: >"$purge_root/var/lib/dpkg/available"
+in_root() { dpkg --root="$purge_root" --force-script-chrootless --force-depends --log="$work/purge-dpkg.log" "$@"; }
+in_root -i "$deb" >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --root -i failed"; }
+[ -f "$purge_root/usr/bin/kcached" ] && [ -f "$purge_root/etc/kcache/kcached.toml" ] || fail "the throwaway install lacks its files"
+mkdir -p "$purge_root/etc/systemd/system/multi-user.target.wants"  # what `systemctl enable kcached` makes
+ln -s /usr/lib/systemd/system/kcached.service "$purge_root/etc/systemd/system/multi-user.target.wants/kcached.service"
+in_root --purge kcache >>"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge failed"; }
+left=$(cd "$purge_root" && find . -mindepth 1 ! -type d ! -path './var/lib/dpkg/*' | sort)
+[ -z "$left" ] || fail "the purge left: $left"
+# What the root had before (a machine's /etc/systemd/system) and dpkg's own folders stay.
+dirs=$(cd "$purge_root" && find . -mindepth 1 -type d ! -path './var' ! -path './var/lib' ! -path './var/lib/dpkg*' \
+         ! -path ./etc ! -path ./etc/systemd ! -path ./etc/systemd/system | sort)
+[ -z "$dirs" ] || fail "the purge left folders: $dirs"
+echo "purged: nothing left but dpkg's records"
 phase "done ($mode)"
 ok=1
