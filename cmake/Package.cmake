@@ -73,6 +73,9 @@ install(CODE "
     endif()
   endforeach()")
 install(FILES ${PROJECT_BINARY_DIR}/package/changelog.gz DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The docs, and the README's first compile's module as an example.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md")
+install(FILES ${PROJECT_SOURCE_DIR}/tests/data/kernels/saxpy.ll DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
 set(CPACK_PACKAGE_NAME kcache)
 set(CPACK_PACKAGE_VENDOR "kcache")

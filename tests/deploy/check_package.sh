@@ -219,7 +219,7 @@ grep -q "^hits  *$hits\$" "$work/quickstart.log" || fail "kcache stats does not 
 phase "Debian's files: copyright, changelog, man pages, lintian"
 for f in /usr/share/doc/kcache/copyright /usr/share/doc/kcache/changelog.gz /usr/share/man/man8/kcached.8.gz \
          /usr/share/man/man1/kcache.1.gz /usr/share/man/man1/kcache-grpc.1.gz /usr/share/lintian/overrides/kcache \
-         /usr/lib/libkcache.so.0; do
+         /usr/lib/libkcache.so.0 /usr/share/doc/kcache/examples/saxpy.ll /usr/share/doc/kcache/docs/cli.md; do
   grep -qx "$f" "$work/files" || fail "the package has no $f"
 done
 zcat "$work/unpacked/usr/share/man/man8/kcached.8.gz" | grep -q 'Address to listen on' || fail "kcached's man page lacks its flags"
