@@ -7,14 +7,16 @@
 // and exit code; or the launcher runs nvcc unchanged and counts its reason.
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
-#include <sstream>
 #include <regex>
+#include <sstream>
 
 #include "kcache/process.hpp"
 #include "kcache/search_path.hpp"
@@ -314,7 +316,7 @@ TEST_F(LauncherCorpus, AUnitsModuleIdIsItsOwn) {
   EXPECT_EQ(counts()["launcher.module_id_made"], 1);
   std::string ours = read_all(work_ / "x.o");
   // Another daemon, with nothing stored: a cold compile again.
-  daemon_ = DaemonProcess::start(m_dir.path() / "db2", m_dir.path() / "kcached2.log", {});
+  daemon_ = DaemonProcess::start(m_dir.path() / "db2", m_dir.path() / "kcached2.log", {"--metrics-listen", "127.0.0.1:0"});
   fs::remove_all(m_dir.path() / "state" / "objects");
   ASSERT_EQ(run(launched).exit_code, 0);
   auto cold = counts();
@@ -340,6 +342,18 @@ TEST_F(LauncherCorpus, AUnitsModuleIdIsItsOwn) {
   EXPECT_GT(stats["hit_ratio"].get<double>(), 0.0);
   auto text = run({KCACHE_CLI_PATH, "--server", daemon_->address(), "stats"});
   EXPECT_NE(text.output.find("requests: compiles and build steps"), std::string::npos) << text.output;
+  // ... and Prometheus sees the same.
+  std::smatch port;
+  std::string log = read_all(m_dir.path() / "kcached2.log");
+  ASSERT_TRUE(std::regex_search(log, port, std::regex("metrics: http://127\\.0\\.0\\.1:([0-9]+)/metrics"))) << log;
+  httplib::Client http("127.0.0.1", std::stoi(port[1]));
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("\nkcache_hits_total " + std::to_string(step_hits) + "\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("\nkcache_compile_hits_total 0\n"), std::string::npos);
+  std::smatch ratio;
+  ASSERT_TRUE(std::regex_search(metrics->body, ratio, std::regex("\nkcache_hit_ratio ([0-9.e-]+)\n")));
+  EXPECT_GT(std::stod(ratio[1]), 0.0);
 }
 
 // Any compiler may stand after kcache: versioned names, full paths, and kcache linked under a
