@@ -176,20 +176,24 @@ def _strings(values):
     return (ctypes.c_char_p * len(encoded))(*encoded), len(encoded), encoded
 
 
-class Client:
-    """A client of kcached at `server` (HOST:PORT; None: $KCACHE_SERVER, else 127.0.0.1:7878). Safe to
-    share between threads. Connects lazily: an unreachable daemon fails the first call (status 14)."""
+class _Handle:
+    """What Client and Bundle share: a handle of libkcache.so, freed by `close` (or `with`), and
+    the C API's statuses raised as Error."""
 
-    def __init__(self, server=None, timeout=600.0, library=None):
+    _free = None  # the C function that frees the handle
+
+    def __init__(self, library):
         self._lib = load_library(library)
+        self._handle = None
+
+    def _open(self, opener, *args):
         handle = ctypes.c_void_p()
-        self._check(self._lib.kcache_connect(server.encode() if server else None, float(timeout),
-                                             ctypes.byref(handle)))
+        self._check(opener(*args, ctypes.byref(handle)))
         self._handle = handle
 
     def close(self):
         if getattr(self, "_handle", None):
-            self._lib.kcache_client_free(self._handle)
+            getattr(self._lib, self._free)(self._handle)
             self._handle = None
 
     __del__ = close
@@ -203,6 +207,28 @@ class Client:
     def _check(self, status):
         if status != 0:
             raise Error(status, self._lib.kcache_last_error().decode(errors="replace"))
+
+    def _image(self, kind, fetch, *args):
+        """The Image a C fetch (`fetch(*args, kind, ..., &image)`) returns, freed once read."""
+        if kind not in _KINDS:
+            raise _unknown_kind(kind)
+        image = ctypes.c_void_p()
+        self._check(fetch(*args, ctypes.byref(image)))
+        try:
+            return Image(self._lib, image)
+        finally:
+            self._lib.kcache_image_free(image)
+
+
+class Client(_Handle):
+    """A client of kcached at `server` (HOST:PORT; None: $KCACHE_SERVER, else 127.0.0.1:7878). Safe to
+    share between threads. Connects lazily: an unreachable daemon fails the first call (status 14)."""
+
+    _free = "kcache_client_free"
+
+    def __init__(self, server=None, timeout=600.0, library=None):
+        super().__init__(library)
+        self._open(self._lib.kcache_connect, server.encode() if server else None, float(timeout))
 
     def _job(self, fmt, side, archs, kinds, options, name_expressions, headers, include_dirs, driver, keep,
              amd_code_object=0):
@@ -280,53 +306,22 @@ class Client:
         "any"; an LTO-IR image only when asked for by kind. `driver`: the CUDA driver version that
         will load it (12040), DRIVER_THIS_MACHINE (this machine's, where it has one) or DRIVER_NONE.
         Raises Error(5) when there is none."""
-        if kind not in _KINDS:
-            raise _unknown_kind(kind)
-        image = ctypes.c_void_p()
-        self._check(self._lib.kcache_fetch_for_driver(self._handle, key.encode(), arch.encode(), _SIDES[side],
-                                                      _KINDS[kind], int(driver), ctypes.byref(image)))
-        try:
-            return Image(self._lib, image)
-        finally:
-            self._lib.kcache_image_free(image)
+        return self._image(kind, self._lib.kcache_fetch_for_driver, self._handle, key.encode(), arch.encode(),
+                           _SIDES[side], _KINDS.get(kind, 0), int(driver))
 
 
-class Bundle:
+class Bundle(_Handle):
     """A bundle made by `kcache precompile` (a folder), served with no daemon: the same selection
     rules as Client.fetch, each image checked against the bundle's index as it is read."""
 
+    _free = "kcache_bundle_free"
+
     def __init__(self, path, library=None):
-        self._lib = load_library(library)
-        handle = ctypes.c_void_p()
-        status = self._lib.kcache_bundle_open(str(path).encode(), ctypes.byref(handle))
-        if status != 0:
-            raise Error(status, self._lib.kcache_last_error().decode(errors="replace"))
-        self._handle = handle
-
-    def close(self):
-        if getattr(self, "_handle", None):
-            self._lib.kcache_bundle_free(self._handle)
-            self._handle = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().__init__(library)
+        self._open(self._lib.kcache_bundle_open, str(path).encode())
 
     def fetch(self, key, arch, kind="any", driver=DRIVER_THIS_MACHINE):
         """The best image of `key` in the bundle for a device of `arch`, as Client.fetch chooses;
         raises Error(5) when the bundle has none."""
-        if kind not in _KINDS:
-            raise _unknown_kind(kind)
-        image = ctypes.c_void_p()
-        status = self._lib.kcache_bundle_fetch_for_driver(self._handle, key.encode(), arch.encode(), _KINDS[kind],
-                                                          int(driver), ctypes.byref(image))
-        if status != 0:
-            raise Error(status, self._lib.kcache_last_error().decode(errors="replace"))
-        try:
-            return Image(self._lib, image)
-        finally:
-            self._lib.kcache_image_free(image)
+        return self._image(kind, self._lib.kcache_bundle_fetch_for_driver, self._handle, key.encode(), arch.encode(),
+                           _KINDS.get(kind, 0), int(driver))

@@ -19,12 +19,12 @@
 #include <sstream>
 
 #include "kcache/process.hpp"
+#include "launcher_machine.hpp"
 #include "kcache/search_path.hpp"
 #include "kcache/sha256.hpp"
 #include "test_paths.hpp"
 #include "test_support.hpp"
 
-extern char** environ;
 
 namespace kcache::test {
 namespace {
@@ -101,34 +101,9 @@ class LauncherCorpus : public ::testing::Test {
   }
 
   ProcessResult run(const std::vector<std::string>& argv) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string_view v(*e);
-      if (!v.starts_with("KCACHE_SERVER=") && !v.starts_with("KCACHE_STATE_DIR=")) env.emplace_back(v);
-    }
-    env.push_back("KCACHE_SERVER=" + daemon_->address());
-    env.push_back("KCACHE_STATE_DIR=" + (m_dir.path() / "state").string());
-    ProcessOptions options;
-    options.env = &env;
-    options.cwd = work_;
-    options.output = ProcessOptions::Output::separate;
-    auto ran = run_process(argv, options);
-    EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
-    return ran ? *ran : ProcessResult{};
+    return run_on_machine(argv, work_, daemon_->address(), m_dir.path() / "state");
   }
-
-  std::map<std::string, long> counts() {
-    std::map<std::string, long> now, delta;
-    std::ifstream in(m_dir.path() / "state" / "launcher-stats");
-    std::string name;
-    long value = 0;
-    while (in >> name >> value) now[name] = value;
-    for (const auto& [n, v] : now) {
-      if (v != seen_[n]) delta[n] = v - seen_[n];
-    }
-    seen_ = now;
-    return delta;
-  }
+  std::map<std::string, long> counts() { return counts_.delta(); }
 
   // An object's device code (its .nv_fatbin or __nv_relfatbin section, whose digest stands for it) and its symbols
   // names and kinds, one per line.
@@ -211,7 +186,7 @@ class LauncherCorpus : public ::testing::Test {
   fs::path nvcc_, work_;
   std::string compiler_;  // the compiler of check(): nvcc when empty
   std::unique_ptr<DaemonProcess> daemon_;
-  std::map<std::string, long> seen_;
+  LauncherCounts counts_{m_dir.path() / "state"};
 };
 
 TEST_F(LauncherCorpus, RealCommandLinesGiveWhatNvccGives) {

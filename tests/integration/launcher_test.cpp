@@ -19,11 +19,11 @@
 
 #include "kcache/client.hpp"
 #include "kcache/process.hpp"
+#include "launcher_machine.hpp"
 #include "redis_process.hpp"
 #include "test_paths.hpp"
 #include "test_support.hpp"
 
-extern char** environ;
 
 namespace kcache::test {
 namespace {
@@ -70,20 +70,7 @@ class Launcher : public ::testing::Test {
 
   // Runs a command with the launcher's environment (server_, one state folder for the machine).
   ProcessResult run(const std::vector<std::string>& argv, const fs::path& cwd = {}) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string_view v(*e);
-      if (!v.starts_with("KCACHE_SERVER=") && !v.starts_with("KCACHE_STATE_DIR=")) env.emplace_back(v);
-    }
-    env.push_back("KCACHE_SERVER=" + server_);
-    env.push_back("KCACHE_STATE_DIR=" + (m_dir.path() / "state").string());
-    ProcessOptions options;
-    options.env = &env;
-    options.cwd = cwd;
-    options.output = ProcessOptions::Output::separate;
-    auto ran = run_process(argv, options);
-    EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
-    return ran ? *ran : ProcessResult{};
+    return run_on_machine(argv, cwd, server_, m_dir.path() / "state");
   }
   int run_ok(const std::vector<std::string>& argv, const fs::path& cwd = {}) {
     auto ran = run(argv, cwd);
@@ -92,18 +79,7 @@ class Launcher : public ::testing::Test {
   }
 
   // The launcher's counters since the last call.
-  std::map<std::string, long> counts() {
-    std::map<std::string, long> now, delta;
-    std::ifstream in(m_dir.path() / "state" / "launcher-stats");
-    std::string name;
-    long value = 0;
-    while (in >> name >> value) now[name] = value;
-    for (const auto& [n, v] : now) {
-      if (v != seen_[n]) delta[n] = v - seen_[n];
-    }
-    seen_ = now;
-    return delta;
-  }
+  std::map<std::string, long> counts() { return counts_.delta(); }
 
   int configure(const std::string& build, const std::string& archs = "80;90") {
     return run_ok({"/usr/bin/cmake", "-S", src_.string(), "-B", (m_dir.path() / build).string(), "-G", "Ninja",
@@ -204,7 +180,7 @@ class Launcher : public ::testing::Test {
   TempDir m_dir;
   fs::path nvcc_, src_;
   std::string server_;
-  std::map<std::string, long> seen_;
+  LauncherCounts counts_{m_dir.path() / "state"};
   std::unique_ptr<RedisServer> redis_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <iterator>
 
 namespace kcache::launcher {
 namespace {
@@ -155,14 +156,43 @@ constexpr OptionSpec k_nvcc[] = {
     {"--options-file", "-optf", Takes::separate_or_equals, k_options_file},
 };
 
-// clang's driver as the CUDA compiler: the options that take a separate value (so that value is
-// never read as a source) and those that decide the mode, the output, the dependency file or
-// debug information. Others (-O2, -fPIC, -W...) are read as taking none, as they do.
-constexpr OptionSpec k_clang[] = {
+// The options a GCC-compatible driver (clang's as the CUDA compiler, and a host compiler as nvcc's
+// plan runs it) reads alike: the mode, the output, the language, the dependency file, debug
+// information, the preprocessor's and those passing a value on. Both tables below start with these.
+constexpr OptionSpec k_gcc_driver[] = {
     {"-c", "", Takes::none, k_compile_mode},
     {"-o", "", Takes::joined_or_separate, k_output},
     {"-x", "", Takes::joined_or_separate, k_language},
     {"-E", "", Takes::none, k_other_mode},
+    {"-g0", "", Takes::none, k_compile},
+    {"-g", "", Takes::joined, k_debug_info},
+    {"-MD", "", Takes::none, k_dependency},
+    {"-MMD", "", Takes::none, k_dependency},
+    {"-MP", "", Takes::none, k_dependency},
+    {"-MF", "", Takes::joined_or_separate, k_dependency},
+    {"-MT", "", Takes::joined_or_separate, k_dependency},
+    {"-MQ", "", Takes::joined_or_separate, k_dependency},
+    {"-I", "", Takes::joined_or_separate, k_preprocessor},
+    {"-D", "", Takes::joined_or_separate, k_preprocessor},
+    {"-U", "", Takes::joined_or_separate, k_preprocessor},
+    {"-include", "", Takes::joined_or_separate, k_preprocessor},
+    {"-imacros", "", Takes::joined_or_separate, k_preprocessor},
+    {"-isystem", "", Takes::joined_or_separate, k_preprocessor},
+    {"-iquote", "", Takes::joined_or_separate, k_preprocessor},
+    {"-idirafter", "", Takes::joined_or_separate, k_preprocessor},
+    {"-isysroot", "", Takes::joined_or_separate, k_preprocessor},
+    {"-iprefix", "", Takes::joined_or_separate, k_preprocessor},
+    {"-iwithprefix", "", Takes::joined_or_separate, k_preprocessor},
+    {"-iwithprefixbefore", "", Takes::joined_or_separate, k_preprocessor},
+    {"-Xpreprocessor", "", Takes::separate, k_preprocessor},
+    {"-Xassembler", "", Takes::separate, k_compile},
+    {"-Xlinker", "", Takes::separate, k_link},
+};
+
+// clang's driver as the CUDA compiler, beyond k_gcc_driver: the options that take a separate value (so that value is
+// never read as a source) and those that decide the mode, the output, the dependency file or
+// debug information. Others (-O2, -fPIC, -W...) are read as taking none, as they do.
+constexpr OptionSpec k_clang[] = {
     {"-M", "", Takes::none, k_other_mode},
     {"-MM", "", Takes::none, k_other_mode},
     {"-S", "", Takes::none, k_other_mode},
@@ -183,44 +213,21 @@ constexpr OptionSpec k_clang[] = {
     {"-fembed-bitcode", "", Takes::none, k_other_mode},
     {"-save-temps", "", Takes::joined, k_other_mode},
     {"-print-", "", Takes::joined, k_other_mode},
-    {"-g0", "", Takes::none, k_compile},
-    {"-g", "", Takes::joined, k_debug_info},
     {"-fgpu-rdc", "", Takes::none, k_compile | k_device_link},
-    {"-MD", "", Takes::none, k_dependency},
-    {"-MMD", "", Takes::none, k_dependency},
-    {"-MP", "", Takes::none, k_dependency},
-    {"-MF", "", Takes::joined_or_separate, k_dependency},
-    {"-MT", "", Takes::joined_or_separate, k_dependency},
-    {"-MQ", "", Takes::joined_or_separate, k_dependency},
     {"-MJ", "", Takes::joined_or_separate, k_other_mode},
-    {"-I", "", Takes::joined_or_separate, k_preprocessor},
-    {"-D", "", Takes::joined_or_separate, k_preprocessor},
-    {"-U", "", Takes::joined_or_separate, k_preprocessor},
-    {"-include", "", Takes::joined_or_separate, k_preprocessor},
-    {"-imacros", "", Takes::joined_or_separate, k_preprocessor},
-    {"-isystem", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iquote", "", Takes::joined_or_separate, k_preprocessor},
-    {"-idirafter", "", Takes::joined_or_separate, k_preprocessor},
-    {"-isysroot", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iprefix", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iwithprefix", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iwithprefixbefore", "", Takes::joined_or_separate, k_preprocessor},
     {"-iwithsysroot", "", Takes::joined_or_separate, k_preprocessor},
     {"-isystem-after", "", Takes::joined_or_separate, k_preprocessor},
     {"-iframework", "", Takes::joined_or_separate, k_preprocessor},
     {"-iframeworkwithsysroot", "", Takes::joined_or_separate, k_preprocessor},
     {"-include-pch", "", Takes::separate, k_preprocessor},
-    {"-Xpreprocessor", "", Takes::separate, k_preprocessor},
     {"-Xclang", "", Takes::separate, k_compile},
     {"-Xarch_device", "", Takes::separate, k_compile},
     {"-Xarch_host", "", Takes::separate, k_compile},
     {"-Xcuda-ptxas", "", Takes::separate, k_compile},
     {"-Xcuda-fatbinary", "", Takes::separate, k_compile},
-    {"-Xassembler", "", Takes::separate, k_compile},
     {"-mllvm", "", Takes::separate, k_compile},
     {"-target", "", Takes::separate, k_compile},
     {"-arch", "", Takes::separate, k_compile},
-    {"-Xlinker", "", Takes::separate, k_link},
     {"-Xoffload-linker", "", Takes::separate, k_link},
     {"-L", "", Takes::joined_or_separate, k_link},
     {"-l", "", Takes::joined_or_separate, k_link},
@@ -232,40 +239,13 @@ constexpr OptionSpec k_clang[] = {
     {"-ivfsoverlay", "", Takes::joined_or_separate, k_other_mode},
 };
 
-// A host compiler driver as nvcc's plan runs it (gcc, g++ or clang++): the options whose work the
-// preprocessed text holds, and those that take a separate value.
+// A host compiler driver as nvcc's plan runs it (gcc, g++ or clang++), beyond k_gcc_driver: the
+// options whose work the preprocessed text holds, and those that take a separate value.
 constexpr OptionSpec k_host[] = {
-    {"-c", "", Takes::none, k_compile_mode},
-    {"-E", "", Takes::none, k_other_mode},
-    {"-o", "", Takes::joined_or_separate, k_output},
-    {"-x", "", Takes::joined_or_separate, k_language},
-    {"-I", "", Takes::joined_or_separate, k_preprocessor},
-    {"-D", "", Takes::joined_or_separate, k_preprocessor},
-    {"-U", "", Takes::joined_or_separate, k_preprocessor},
-    {"-include", "", Takes::joined_or_separate, k_preprocessor},
-    {"-imacros", "", Takes::joined_or_separate, k_preprocessor},
-    {"-isystem", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iquote", "", Takes::joined_or_separate, k_preprocessor},
-    {"-idirafter", "", Takes::joined_or_separate, k_preprocessor},
-    {"-isysroot", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iprefix", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iwithprefix", "", Takes::joined_or_separate, k_preprocessor},
-    {"-iwithprefixbefore", "", Takes::joined_or_separate, k_preprocessor},
     {"-nostdinc", "", Takes::none, k_preprocessor},
     {"-nostdinc++", "", Takes::none, k_preprocessor},
     {"-Wp,", "", Takes::joined, k_preprocessor},
-    {"-Xpreprocessor", "", Takes::separate, k_preprocessor},
-    {"-MD", "", Takes::none, k_dependency},
-    {"-MMD", "", Takes::none, k_dependency},
-    {"-MP", "", Takes::none, k_dependency},
-    {"-MF", "", Takes::joined_or_separate, k_dependency},
-    {"-MT", "", Takes::joined_or_separate, k_dependency},
-    {"-MQ", "", Takes::joined_or_separate, k_dependency},
-    {"-g0", "", Takes::none, k_compile},
     {"-gno-record-gcc-switches", "", Takes::none, k_compile},
-    {"-g", "", Takes::joined, k_debug_info},
-    {"-Xassembler", "", Takes::separate, k_compile},
-    {"-Xlinker", "", Takes::separate, k_link},
     {"-aux-info", "", Takes::separate, k_other_mode},
     {"-dumpbase", "", Takes::separate, k_compile},
     {"-dumpdir", "", Takes::separate, k_compile},
@@ -296,6 +276,12 @@ constexpr OptionSpec k_cc1[] = {
     {"-o", "", Takes::separate, k_output},
     {"-x", "", Takes::separate, k_language},
 };
+
+std::vector<OptionSpec> joined_tables(std::span<const OptionSpec> shared, std::span<const OptionSpec> own) {
+  std::vector<OptionSpec> out(shared.begin(), shared.end());
+  out.insert(out.end(), own.begin(), own.end());
+  return out;
+}
 
 bool takes_separately(Takes t) {
   return t == Takes::separate || t == Takes::joined_or_separate || t == Takes::separate_or_equals ||
@@ -335,10 +321,6 @@ Match find_option(const OptionTable& table, std::string_view word) {
 std::string base_name(std::string_view path) {
   auto slash = path.rfind('/');
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 // `name` without a version suffix (-12, -22.1): gcc-12 -> gcc.
@@ -419,19 +401,19 @@ Invocation one_rule(const OptionTable& table, const std::vector<std::string>& wo
 }  // namespace
 
 const OptionTable& nvcc_options() {
-  static const OptionTable table{"nvcc", k_nvcc};
+  static const OptionTable table{"nvcc", {std::begin(k_nvcc), std::end(k_nvcc)}};
   return table;
 }
 const OptionTable& clang_options() {
-  static const OptionTable table{"clang", k_clang};
+  static const OptionTable table{"clang", joined_tables(k_gcc_driver, k_clang)};
   return table;
 }
 const OptionTable& host_compiler_options() {
-  static const OptionTable table{"host compiler", k_host};
+  static const OptionTable table{"host compiler", joined_tables(k_gcc_driver, k_host)};
   return table;
 }
 const OptionTable& cc1_options() {
-  static const OptionTable table{"clang -cc1", k_cc1};
+  static const OptionTable table{"clang -cc1", {std::begin(k_cc1), std::end(k_cc1)}};
   return table;
 }
 

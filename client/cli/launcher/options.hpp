@@ -51,7 +51,7 @@ struct OptionSpec {
 
 struct OptionTable {
   std::string_view compiler;
-  std::span<const OptionSpec> options;
+  std::vector<OptionSpec> options;
 };
 
 // The tables: nvcc's driver (every option of `nvcc --help`), clang's driver as the CUDA compiler,
