@@ -274,8 +274,9 @@ TEST(PlanRunner, ATaskWaitsForItsFilesMakerAndEveryBarrier) {
       return true;
     };
   };
-  std::vector<Task> tasks = {{step(0), {"/w/a"}}, {step(1), {"/w/b"}}, {step(2), {"/w/a"}},
-                             {step(3), {}, true}, {step(4), {"/w/b"}}};
+  std::vector<Task> tasks = {{step(0), {"/w/a"}, false, {}}, {step(1), {"/w/b"}, false, {}},
+                             {step(2), {"/w/a"}, false, {}}, {step(3), {}, true, {}},
+                             {step(4), {"/w/b"}, false, {}}};
   std::vector<Printed> printed;
   ASSERT_TRUE(run_plan(tasks, printed, 4));
   auto at = [&](int n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
@@ -301,8 +302,8 @@ TEST(PlanRunner, WhatATaskPrintsGoesToItsSlot) {
 
 TEST(PlanRunner, AFailureStartsNothingAfterIt) {
   std::atomic<int> ran = 0;
-  std::vector<Task> tasks = {{[&](Printed&) { return ++ran, false; }, {}, true},
-                             {[&](Printed&) { return ++ran, true; }, {}, false}};
+  std::vector<Task> tasks = {{[&](Printed&) { return ++ran, false; }, {}, true, {}},
+                             {[&](Printed&) { return ++ran, true; }, {}, false, {}}};
   std::vector<Printed> printed;
   EXPECT_FALSE(run_plan(tasks, printed, 4));
   EXPECT_EQ(ran, 1) << "the task after the failed barrier never started";
@@ -461,7 +462,9 @@ std::string check_nvcc_plan(const Record& r) {
     EXPECT_EQ(std::count(split.compile.begin(), split.compile.end(), "-c"), 1) << r.name;
     std::string whole = whole_compile_target(*steps, k_work);
     EXPECT_EQ(whole.empty(), split.debug) << r.name << ": the whole compile is looked up unless debug info names the folder";
-    if (!whole.empty()) EXPECT_EQ(whole, split.target) << r.name;
+    if (!whole.empty()) {
+      EXPECT_EQ(whole, split.target) << r.name;
+    }
   }
   // A CUDA source has its one host compile; a C++ source (host-cpp-only) none.
   bool cuda = r.name != "host-cpp-only.nvcc";
@@ -480,7 +483,9 @@ std::string check_clang_plan(const Record& r) {
   int device = 0, host = 0;
   for (const Words& argv : read.plan->commands) {
     for (const std::string& a : argv) {
-      if (a.starts_with("-cuid=")) EXPECT_EQ(a.size(), 6u + 16u) << r.name;
+      if (a.starts_with("-cuid=")) {
+        EXPECT_EQ(a.size(), 6u + 16u) << r.name;
+      }
     }
     if (argv.size() < 2 || argv[1] != "-cc1") continue;
     bool is_device = is_device_compile(argv);
