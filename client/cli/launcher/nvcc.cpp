@@ -134,23 +134,23 @@ class NvccLaunch : public Launch {
     const bool line_info = std::any_of(m_steps.begin(), m_steps.end(), [](const PlanStep& step) {
       return step.kind == PlanStep::Kind::run && basename_of(step.argv.front()) == "cicc" && asks_line_info(step.argv);
     });
+    std::vector<std::string> texts;  // the preprocessors' outputs, read once
+    for (const std::string& file : m_preprocessed) texts.push_back(read_file(file));
     if (line_info) {
       // ... and each file's modification time and size, which ptxas puts in the line table.
-      plan += "folder\0" + cicc_folder() + "\n";
-      std::vector<std::string> texts;
-      for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
+      plan += std::string("folder") + '\0' + cicc_folder() + "\n";
       for (const std::string& name : files_of_markers(texts)) {
         struct stat st {};
         if (::stat(name.c_str(), &st) != 0) continue;
-        plan += "stamp\0" + name + '\0' + std::to_string(st.st_mtim.tv_sec) + '\0' + std::to_string(st.st_size) + "\n";
+        plan += std::string("stamp") + '\0' + name + '\0' + std::to_string(st.st_mtim.tv_sec) + '\0' +
+                std::to_string(st.st_size) + "\n";
       }
     }
     auto top = m_env.find("TOP");  // the toolkit nvcc's plan names
     if (top == m_env.end()) return;
     programs.push_back(sha256(cuda_headers_digest({fs::path(top->second) / "include"})));
     std::vector<std::pair<std::string, Digest>> inputs = {{"plan", sha256(plan)}};
-    for (const std::string& file : m_preprocessed) {
-      std::string text = read_file(file);
+    for (std::string& text : texts) {
       for (std::size_t at = text.find(work()); at != std::string::npos; at = text.find(work(), at)) {
         text.erase(at, work().size());
       }
