@@ -149,12 +149,56 @@ constexpr Option k_clang_options[] = {
     {"-o", Operand::output_file},
 };
 
+// clang -cc1's options in the host side of a CUDA compile (clang++ -###, as above), which a
+// daemon runs from the launcher's preprocessed text (check_host_run): the host triple once, the
+// device triple as -aux-triple, a host CPU, and the device image the object embeds by the name of
+// a declared input. The daemon names the text and the object itself.
+constexpr Option k_clang_host_options[] = {
+    {"-cc1"},
+    {"-emit-obj"},
+    {"-disable-free"},
+    {"-clear-ast-before-backend"},
+    {"-disable-llvm-verifier"},
+    {"-discard-value-names"},
+    {"-pic-is-pie"},
+    {"--offload-new-driver"},
+    {"-vectorize-loops"},
+    {"-vectorize-slp"},
+    {"-mconstructor-aliases"},
+    {"-menable-no-infs"},
+    {"-menable-no-nans"},
+    {"-mreassociate"},
+    {"-w"},
+    {"-pedantic"},
+    {"-O", Operand::none, true},
+    {"-std=", Operand::none, true},
+    {"-W", Operand::none, true},
+    {"-mframe-pointer=", Operand::none, true},
+    {"-target-sdk-version=", Operand::none, true},
+    {"-debugger-tuning=", Operand::none, true},
+    {"-cuid=", Operand::none, true},
+    {"-triple", Operand::value, false, Value::host_triple},
+    {"-aux-triple", Operand::value, false, Value::device_triple},
+    {"-target-cpu", Operand::value, false, Value::cpu_name},
+    {"-tune-cpu", Operand::value, false, Value::cpu_name},
+    {"-target-feature", Operand::value, false, Value::feature},
+    {"-main-file-name", Operand::value, false, Value::file_name},
+    {"-mrelocation-model", Operand::value, false, Value::reloc_model},
+    {"-pic-level", Operand::value, false, Value::number},
+    {"-ferror-limit", Operand::value, false, Value::number},
+    {"-ftemplate-backtrace-limit", Operand::value, false, Value::number},
+    {"-fconstexpr-backtrace-limit", Operand::value, false, Value::number},
+    {"-fmessage-length", Operand::value, false, Value::number},
+    {"-fcuda-include-gpubinary", Operand::input_file},
+    {"-fembed-offload-object=", Operand::none, true},  // its name: a declared input (check_host_run)
+};
+
 // -f options that take a value after '=' (never a path: the check refuses a '/').
 constexpr std::string_view k_clang_valued_flags[] = {
     "-fgnuc-version=", "-ffp-contract=", "-fdenormal-fp-math=", "-fdenormal-fp-math-f32=",
     "-ffp-exception-behavior=", "-fvisibility=", "-fcomplex-arithmetic=", "-ffp-eval-method=",
     "-fmessage-length=", "-fdiagnostics-format=", "-fconstexpr-steps=", "-fconstexpr-depth=",
-    "-ftemplate-depth=", "-fbracket-depth=", "-fnew-alignment=",
+    "-ftemplate-depth=", "-fbracket-depth=", "-fnew-alignment=", "-funwind-tables=",
 };
 
 // -f flags that read or write files beyond the step's own (plugins, module caches, profiles,
@@ -204,10 +248,11 @@ bool declared(const std::vector<std::string>& names, std::string_view name) {
 
 // clang's options that take a value the generic table cannot check: its own answer, or nullopt
 // when `arg` is not one of them. `i` moves past the value.
-std::optional<Expected<void>> check_clang_special(const StepSpec& spec, std::size_t& i) {
+template <std::size_t N>
+std::optional<Expected<void>> check_clang_special(const StepSpec& spec, std::size_t& i, const Option (&options)[N]) {
   const std::string& arg = spec.args[i];
   if (arg != "-mllvm" && arg != "-mlink-builtin-bitcode" && arg != "-x") {
-    if (arg.starts_with("-f") && !find_option(k_clang_options, arg)) {
+    if (arg.starts_with("-f") && !find_option(options, arg)) {
       if (!clang_flag_allowed(arg)) return refused(spec, arg, "is not an option kcache runs on the daemon");
       return Expected<void>{};
     }
@@ -273,16 +318,18 @@ std::string value_refusal(Value kind, std::string_view value) {
 template <std::size_t N>
 Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
   bool has_input = false;
-  std::size_t triples = 0;
+  std::size_t triples = 0, aux_triples = 0;
+  const bool clang = spec.tool == StepTool::clang || (spec.tool == StepTool::host && !spec.args.empty() && spec.args[0] == "-cc1");
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
     const std::string& arg = spec.args[i];
     if (arg.empty() || arg.front() != '-') {
+      if (spec.tool == StepTool::host) return refused(spec, arg, "is not an option: the daemon names the input itself");
       if (!declared(spec.inputs, arg)) return refused(spec, arg, "is neither an option nor a declared input");
       has_input = true;
       continue;
     }
-    if (spec.tool == StepTool::clang) {
-      if (auto special = check_clang_special(spec, i)) {
+    if (clang) {
+      if (auto special = check_clang_special(spec, i, options)) {
         if (!*special) return special->error();
         continue;
       }
@@ -296,7 +343,9 @@ Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
       if (std::string why = value_refusal(option->value, operand); !why.empty()) {
         return refused(spec, operand, "(the value of " + std::string(arg) + ") " + why);
       }
-      if (option->value == Value::device_triple && ++triples > 1) return refused(spec, arg, "is given twice");
+      if ((arg == "-triple" && ++triples > 1) || (arg == "-aux-triple" && ++aux_triples > 1)) {
+        return refused(spec, arg, "is given twice");
+      }
     }
     if (option->operand == Operand::input_file && !declared(spec.inputs, operand)) {
       return refused(spec, operand, "is not a declared input");
@@ -305,6 +354,7 @@ Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
       return refused(spec, operand, "is not a declared output");
     }
   }
+  if (spec.tool == StepTool::host) return {};  // the daemon names the text itself
   if (!has_input) return make_error(ErrorCode::k_invalid_argument, std::string(step_tool_name(spec.tool)) + " step names no input");
   return {};
 }
@@ -607,8 +657,62 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
   return {};
 }
 
+namespace {
+
+// The device images a clang host compile embeds: the names -fcuda-include-gpubinary and
+// -fembed-offload-object= give.
+std::vector<std::string_view> embedded_images(const StepSpec& spec) {
+  std::vector<std::string_view> out;
+  for (std::size_t i = 0; i < spec.args.size(); ++i) {
+    std::string_view arg = spec.args[i];
+    if (arg == "-fcuda-include-gpubinary" && i + 1 < spec.args.size()) out.push_back(spec.args[++i]);
+    constexpr std::string_view k_embed = "-fembed-offload-object=";
+    if (arg.starts_with(k_embed)) out.push_back(arg.substr(k_embed.size()));
+  }
+  return out;
+}
+
+// clang -cc1's host side of a CUDA compile: the text first, then only the images it embeds.
+Expected<void> check_clang_host_run(const StepSpec& spec) {
+  if (auto ok = check_args(spec, k_clang_host_options); !ok) return ok;
+  std::size_t triple = 0, aux = 0;
+  bool emit_object = false;
+  for (std::size_t i = 0; i + 1 < spec.args.size(); ++i) {
+    if (spec.args[i] == "-triple") triple = i + 1;
+    if (spec.args[i] == "-aux-triple") aux = i + 1;
+  }
+  for (const std::string& a : spec.args) emit_object |= a == "-emit-obj";
+  if (triple == 0 || aux == 0 || !emit_object || spec.args[triple].starts_with("nvptx") ||
+      spec.args[triple].starts_with("amdgcn")) {
+    return make_error(ErrorCode::k_invalid_argument,
+                      "a clang host step is clang -cc1 -triple HOST -aux-triple nvptx64-nvidia-cuda -emit-obj on "
+                      "preprocessed CUDA");
+  }
+  std::vector<std::string_view> images = embedded_images(spec);
+  for (std::string_view image : images) {
+    if (!declared(spec.inputs, image)) return refused(spec, image, "is not a declared input");
+    if (image == spec.inputs.front()) return refused(spec, image, "is the text the daemon compiles, not a device image");
+  }
+  for (std::size_t i = 1; i < spec.inputs.size(); ++i) {
+    if (std::count(images.begin(), images.end(), spec.inputs[i]) != 1) {
+      return refused(spec, spec.inputs[i], "is an input other than the text that no -fcuda-include-gpubinary names once");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+bool is_embedded_step_input(const StepSpec& spec, std::string_view name) {
+  if (spec.tool != StepTool::host || spec.args.empty() || spec.args.front() != "-cc1") return false;
+  if (!spec.inputs.empty() && spec.inputs.front() == name) return false;
+  std::vector<std::string_view> images = embedded_images(spec);
+  return std::find(images.begin(), images.end(), name) != images.end();
+}
+
 Expected<void> check_host_run(const StepSpec& spec) {
   if (spec.tool != StepTool::host) return make_error(ErrorCode::k_invalid_argument, "only host steps run this way");
+  if (!spec.args.empty() && spec.args.front() == "-cc1") return check_clang_host_run(spec);
   if (spec.inputs.size() != 1) {
     return make_error(ErrorCode::k_invalid_argument, "a host step the daemon runs has one input, the preprocessed text");
   }
@@ -652,6 +756,19 @@ Expected<Digest> host_compiler_identity(const std::string& driver, const std::st
   }
   auto version = run_process({driver, "--version"});
   if (version) files.push_back(sha256(version->output));
+  return step_tool_identity(StepTool::host, files);
+}
+
+Expected<Digest> clang_compiler_identity(const std::string& clang,
+                                         const std::function<Expected<Digest>(const std::string&)>& digest_of) {
+  std::vector<std::string> paths = clang_identity_files(clang);
+  if (paths.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + clang);
+  std::vector<Digest> files;
+  for (const std::string& p : paths) {
+    auto d = digest_of(p);
+    if (!d) return d.error();
+    files.push_back(*d);
+  }
   return step_tool_identity(StepTool::host, files);
 }
 

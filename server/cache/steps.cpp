@@ -236,6 +236,12 @@ void Cache::scan_host_compilers() {
       if (auto id = host_compiler_identity(entry.path().string(), "cc1plus", digest_of)) {
         m_host_compilers->emplace(*id, entry.path());
       }
+      // clang also as the launcher runs its host side of CUDA (clang -cc1), named by its files.
+      if (name.starts_with("clang")) {
+        std::error_code real;
+        std::string program = std::filesystem::canonical(entry.path(), real).string();
+        if (auto id = clang_compiler_identity(program, digest_of); id && !real) m_host_compilers->emplace(*id, program);
+      }
     }
   }
   spdlog::info("host compilers for build steps: {} found in {:.0f} ms", m_host_compilers->size(),

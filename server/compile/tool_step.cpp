@@ -79,7 +79,11 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
   argv.insert(argv.end(), work.args.begin(), work.args.end());
   // A host compile's flags come alone (check_host_run): the daemon names its input and object.
   if (host && !work.inputs.empty() && !work.outputs.empty()) {
-    argv.insert(argv.end(), {"-c", work.inputs.front().first, "-o", work.outputs.front()});
+    if (!work.args.empty() && work.args.front() == "-cc1") {  // clang's host side: its text last, after -x
+      argv.insert(argv.end(), {"-o", work.outputs.front(), work.inputs.front().first});
+    } else {
+      argv.insert(argv.end(), {"-c", work.inputs.front().first, "-o", work.outputs.front()});
+    }
   }
   // The tool sees nothing of the daemon's environment but where libdevice is.
   std::vector<std::string> env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=/tmp",

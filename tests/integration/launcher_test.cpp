@@ -285,7 +285,8 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   };
   const std::string both = "--cuda-gpu-arch=sm_80 --cuda-gpu-arch=sm_90";
 
-  // Cold: every arch's device compile and ptxas on the daemon, every host object offered.
+  // Cold: every arch's device compile and ptxas on the daemon, and every host side's object too
+  // (clang -cc1 of the launcher's clang, from its text and the device image it embeds).
   server_ = a->address();
   write_build("clang-a", both);
   counts();
@@ -295,6 +296,7 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   EXPECT_EQ(cold["clang.miss"], k_files * 2) << "each file x 2 archs";
   EXPECT_EQ(cold["ptxas.miss"] + cold["ptxas.hit"], k_files * 2);
   EXPECT_EQ(cold["host.miss"], k_files);
+  EXPECT_EQ(cold["host.compiled_by_daemon"], k_files) << "the daemon compiles clang's host side";
   EXPECT_EQ(cold["clang.local"] + cold["ptxas.local"] + cold["host.local"], 0);
   EXPECT_EQ(program_output("clang-a"), "fixture banner v1\nnote 0\n");
   std::string cold_program = read_all(m_dir.path() / "clang-a" / "fixture");

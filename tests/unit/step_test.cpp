@@ -246,6 +246,62 @@ TEST(Steps, AHostCompileRunsOnTheDaemonWithItsFlagsOnly) {
   EXPECT_FALSE(check_step(response));
 }
 
+// clang's host side of a CUDA compile, as the launcher sends it (clang++-22 -### for sm_80 at
+// -O2, less the preprocessor's options): the daemon runs clang -cc1 ARGS -o object host.cui.
+TEST(Steps, ClangsHostSideRunsOnTheDaemonWithItsDeviceImageOnly) {
+  StepSpec host;
+  host.tool = StepTool::host;
+  host.args = {"-cc1", "-triple", "x86_64-pc-linux-gnu", "-target-sdk-version=12.9", "-fcuda-allow-variadic-functions",
+               "-aux-triple", "nvptx64-nvidia-cuda", "-O2", "-emit-obj", "-disable-free", "-clear-ast-before-backend",
+               "-disable-llvm-verifier", "-discard-value-names", "-main-file-name", "h.cu", "-mrelocation-model", "pic",
+               "-pic-level", "2", "-pic-is-pie", "-mframe-pointer=none", "-fmath-errno", "-ffp-contract=on",
+               "-fno-rounding-math", "-mconstructor-aliases", "-funwind-tables=2", "-target-cpu", "x86-64", "-tune-cpu",
+               "generic", "-debugger-tuning=gdb", "-fdeprecated-macro", "-ferror-limit", "19", "--offload-new-driver",
+               "-fgnuc-version=4.2.1", "-fskip-odr-check-in-gmf", "-fcxx-exceptions", "-fexceptions", "-vectorize-loops",
+               "-vectorize-slp", "-fcuda-include-gpubinary", "f1.fatbin", "-cuid=34dc785620d43056", "-faddrsig",
+               "-fdwarf2-cfi-asm", "-x", "cuda-cpp-output"};
+  host.inputs = {"host.cui", "f1.fatbin"};
+  host.outputs = {"object"};
+  ASSERT_TRUE(check_step(host)) << check_step(host).error().message;
+  ASSERT_TRUE(check_host_run(host)) << check_host_run(host).error().message;
+  EXPECT_TRUE(is_embedded_step_input(host, "f1.fatbin"));
+  EXPECT_FALSE(is_embedded_step_input(host, "host.cui")) << "the text is always read as text";
+  struct Case {
+    std::vector<std::string> extra;
+    const char* why;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"-triple", "x86_64-pc-linux-gnu"}, "a second -triple"},
+           {{"-aux-triple", "nvptx64-nvidia-cuda"}, "a second -aux-triple"},
+           {{"-load", "p.so"}, "a plugin"},
+           {{"-fplugin=p.so"}, "a plugin"},
+           {{"-resource-dir", "/usr/lib/llvm-22/lib/clang/22"}, "a path"},
+           {{"-include", "x.h"}, "a file read"},
+           {{"-internal-isystem", "/usr/include"}, "a folder read"},
+           {{"-o", "/tmp/x.o"}, "an output of its own"},
+           {{"host.cui"}, "the input named twice"},
+           {{"-fembed-offload-object=other.out"}, "an undeclared image"},
+           {{"-fcuda-include-gpubinary", "host.cui"}, "the text as an image"},
+           {{"-x", "c++"}, "not preprocessed CUDA"},
+           {{"-target-cpu", "../x"}, "not a CPU"},
+           {{"-fdebug-compilation-dir=/home"}, "a path"},
+           {{"-mllvm", "-debug-pass-file=x"}, "an LLVM option kcache does not pass"},
+       }) {
+    StepSpec s = host;
+    s.args.insert(s.args.end(), c.extra.begin(), c.extra.end());
+    EXPECT_FALSE(check_step(s) && check_host_run(s)) << c.why << ": " << c.extra.front();
+  }
+  StepSpec device_triple = host;
+  device_triple.args[2] = "nvptx64-nvidia-cuda";
+  EXPECT_FALSE(check_host_run(device_triple)) << "the device triple is not the host's";
+  StepSpec stray = host;
+  stray.inputs.push_back("other.bin");
+  EXPECT_FALSE(check_host_run(stray)) << "an input no -fcuda-include-gpubinary names";
+  StepSpec response = host;
+  response.args[14] = "@h.cu";
+  EXPECT_FALSE(check_step(response)) << "a response file as -main-file-name's value";
+}
+
 // GCC's -fdirectives-only text keeps macros and comments: #define and #undef pass, and a comment
 // or a literal can neither hide a directive nor make one.
 TEST(Steps, AHostCompilesTextIsReadWithoutItsCommentsAndLiterals) {

@@ -120,17 +120,9 @@ class ClangLaunch : public Launch {
     return run_here(argv, &out);
   }
 
-  // The host side's identity: clang's files (clang_identity_files) as the launcher hashes them.
+  // The host side's identity: clang's files (clang_compiler_identity) as the launcher hashes them.
   Expected<Digest> host_clang_identity(const std::string& program) {
-    std::vector<std::string> paths = clang_identity_files(find_program(program, m_env));
-    if (paths.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
-    std::vector<Digest> files;
-    for (const std::string& p : paths) {
-      auto d = file_digest(p);
-      if (!d) return d.error();
-      files.push_back(*d);
-    }
-    return step_tool_identity(StepTool::host, files);
+    return clang_compiler_identity(find_program(program, m_env), file_digest);
   }
 
   // A cc1 line split in two (split_cc1), its dependency file staged where it names one.
@@ -165,7 +157,8 @@ class ClangLaunch : public Launch {
   }
 
   // The host side's object, looked up by its preprocessed text, the device image it embeds and
-  // the options, else compiled here from that text and offered.
+  // the options; else compiled by the daemon from them (clang -cc1 of the same identity, in its
+  // jail), or here where it cannot.
   bool host_compile(const std::vector<std::string>& argv, Printed& out) {
     std::string target = output_of(argv);
     if (target.empty()) return run_here(argv, &out);
@@ -174,27 +167,29 @@ class ClangLaunch : public Launch {
     const std::string text = host_text();
     const ClangSplit& s = m_host;
     host.compile = s.compile;
+    // The text first: the work folder's name taken out of it (line markers), so that it names
+    // no launch of its own.
+    std::string bytes = read_file(text);
+    for (std::size_t at = bytes.find(work()); at != std::string::npos; at = bytes.find(work(), at)) {
+      bytes.erase(at, work().size());
+    }
+    host.inputs.emplace_back("host.cui", sha256(bytes));
+    host.contents.push_back(std::move(bytes));
     for (std::size_t i = 1; i < s.compile.size(); ++i) {
       std::string a = s.compile[i];
       if (a == "-o") {
         ++i;
         continue;
       }
-      if (a == text) {
-        std::string bytes = read_file(text);
-        for (std::size_t at = bytes.find(work()); at != std::string::npos; at = bytes.find(work(), at)) {
-          bytes.erase(at, work().size());
-        }
-        host.inputs.emplace_back("host.cui", sha256(bytes));
-        continue;
-      }
+      if (a == text) continue;  // the daemon names the text itself
       // The device image it embeds (-fcuda-include-gpubinary F, -fembed-offload-object=F).
       if (auto at = a.find(work()); at != std::string::npos) {
         std::string path = a.substr(at);
         std::string name = "f" + std::to_string(host.inputs.size()) + fs::path(path).extension().string();
-        auto digest = sha256_file(path);
-        if (!digest) return run_here(argv, &out);
-        host.inputs.emplace_back(name, *digest);
+        std::string image = read_file(path);
+        if (image.empty()) return run_here(argv, &out);
+        host.inputs.emplace_back(name, sha256(image));
+        host.contents.push_back(std::move(image));
         a = a.substr(0, at) + name;
       }
       host.key_args.push_back(a);

@@ -312,7 +312,7 @@ bool Launch::host_object(Printed& out, HostCompile& host) {
   }
   // Looked up first, unless a device step of this compile missed: then the object is almost
   // surely new, and the text goes at once (the daemon looks it up before it compiles).
-  const bool send_text = !host.text.empty() && host.inputs.size() == 1;
+  const bool send_text = !host.contents.empty() && host.contents.size() == host.inputs.size();
   std::optional<v1::StepResponse> found;
   if (!send_text || !m_device_missed) {
     found = ask_daemon(request, StepTool::host);
@@ -324,8 +324,10 @@ bool Launch::host_object(Printed& out, HostCompile& host) {
   if (send_text && (found || m_device_missed)) {
     // The daemon compiles the text itself: its object, on the farm's cores.
     v1::StepRequest run = request;
-    run.mutable_inputs(0)->clear_sha256();
-    run.mutable_inputs(0)->set_content(std::move(host.text));
+    for (std::size_t i = 0; i < host.contents.size(); ++i) {
+      run.mutable_inputs(static_cast<int>(i))->clear_sha256();
+      run.mutable_inputs(static_cast<int>(i))->set_content(std::move(host.contents[i]));
+    }
     auto ran = ask_daemon(run, StepTool::host);
     if (holds_object(ran)) {
       if (early) early->join(), early.reset();

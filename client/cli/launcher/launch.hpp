@@ -83,8 +83,8 @@ class Launch {
                    const std::map<std::string, std::string>& renamed = {}, const std::vector<std::string>& local = {});
 
   // A host object: looked up by `key_args` and the digests of what the compile reads (`inputs`:
-  // name and bytes' digest). On a miss, where `text` holds the one input's bytes (the
-  // preprocessed translation unit), the daemon compiles it with its own compiler of `identity`
+  // name and bytes' digest). On a miss, where `contents` holds the inputs' bytes (the
+  // preprocessed translation unit first), the daemon compiles it with its own compiler of `identity`
   // (in its jail) and keeps the object, which other machines may then link. Else, or where the
   // daemon cannot, it is compiled here by `compile` (which writes `object`) and offered: a
   // daemon keeps it only from a client with the publish role. `prepare`, when set, fills in the
@@ -93,7 +93,9 @@ class Launch {
     Expected<Digest> identity = Digest{};
     std::vector<std::string> key_args;
     std::vector<std::pair<std::string, Digest>> inputs;
-    std::string text;  // the bytes of inputs' one entry, for the daemon to compile; empty: not sent
+    // The bytes of each of inputs, for the daemon to compile: the text first (then, for clang, the
+    // device images it embeds); empty: not sent.
+    std::vector<std::string> contents;
     std::vector<std::string> compile;
     std::string object;
     std::function<bool(HostCompile&)> prepare;

@@ -391,7 +391,7 @@ class NvccLaunch : public Launch {
         return true;
       }
       h.inputs.emplace_back(input_name, sha256(text));
-      if (gcc) h.text = std::move(text);
+      if (gcc) h.contents = {std::move(text)};
       return true;
     };
     host.identity = host_compiler_identity(argv.front(), "cc1plus");

@@ -104,7 +104,14 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
 // anything that names a file or folder ('/' anywhere, -I and the like, -o, -M*, -B, -specs,
 // -wrapper, -fplugin, -save-temps, -fdump-*), or a response file. INVALID_ARGUMENT otherwise;
 // the launcher then compiles the object itself.
+// clang's host side (`-cc1` first) runs as clang -cc1 ARGS -o object TEXT: its -cc1 options only
+// (k_clang_host_options), the host triple once, -aux-triple the device's, and besides the text
+// (the first input) only the device images it embeds (-fcuda-include-gpubinary NAME).
 Expected<void> check_host_run(const StepSpec& spec);
+
+// Whether input `name` of this step is a device image a clang host compile embeds as bytes
+// (-fcuda-include-gpubinary), not text it reads: check_step_input does not read it as text.
+bool is_embedded_step_input(const StepSpec& spec, std::string_view name);
 
 // A host compiler's identity (StepSpec::tool_digest of a host step): SHA-256s of its driver, of
 // its compiler proper (`proper`, as `-print-prog-name=` names it: cc1plus; none when empty) and of
@@ -112,6 +119,11 @@ Expected<void> check_host_run(const StepSpec& spec);
 // keeps its digests by file identity). The launcher and the daemon both name compilers this way.
 Expected<Digest> host_compiler_identity(const std::string& driver, const std::string& proper,
                                         const std::function<Expected<Digest>(const std::string&)>& digest_of);
+
+// clang's identity as a host compiler run as `clang -cc1` (the host side of a CUDA compile): its
+// program and libraries (clang_identity_files), through step_tool_identity.
+Expected<Digest> clang_compiler_identity(const std::string& clang,
+                                         const std::function<Expected<Digest>(const std::string&)>& digest_of);
 
 // A tool's identity (StepSpec::tool_digest) from the SHA-256s of the files it is made of, in
 // order: cicc's program, then libdevice.10.bc; clang's files (clang_identity_files), then
