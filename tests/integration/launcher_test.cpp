@@ -347,6 +347,97 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   build_with_the_daemon_down("clang-a", "clang");
 }
 
+// Direct mode (launcher/direct.hpp): a compile seen before is answered from its manifest, running
+// no preprocessor and no step, and never with a stale object. Each program is linked by plain nvcc
+// and run (its kernel is never launched: no GPU needed) to print what its object holds.
+TEST_F(Launcher, ADirectHitRunsNoPreprocessorAndIsNeverStale) {
+  auto daemon = start_daemon("a");
+  server_ = daemon->address();
+  const fs::path work = m_dir.path() / "direct";
+  fs::create_directories(work / "inc");
+  fs::create_directories(work / "bin");
+  std::ofstream(work / "inc" / "scale.h") << "#define SCALE 2\n";
+  std::ofstream(work / "inc" / "host_only.h") << "inline int host_value() { return 7; }\n";
+  std::ofstream(work / "main.cu") << "#include <cstdio>\n#include \"scale.h\"\n"
+                                     "__global__ void k(int* x) { x[0] = SCALE; }\n#ifndef __CUDA_ARCH__\n"
+                                     "#include \"host_only.h\"\n"
+                                     "int main() { std::printf(\"%d %d\\n\", SCALE, host_value()); return 0; }\n#endif\n";
+  fs::create_symlink("/usr/bin/gcc", work / "bin" / "gcc");
+  auto compile = [&](std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {KCACHE_CLI_PATH, nvcc_.string(), "-arch=sm_80", "-ccbin", (work / "bin").string(),
+                                     "-I" + (work / "inc").string(), "-MD", "-MF", "main.d", "-c",
+                                     (work / "main.cu").string(), "-o", "main.o"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    fs::remove(work / "main.o");
+    EXPECT_EQ(run_ok(argv, work), 0);
+    auto c = counts();
+    if (run_ok({nvcc_.string(), "-arch=sm_80", "main.o", "-o", "prog"}, work) != 0) return std::make_pair(c, std::string());
+    return std::make_pair(c, run({(work / "prog").string()}).output);
+  };
+  counts();
+  auto [cold, cold_says] = compile();
+  EXPECT_EQ(cold_says, "2 7\n");
+  EXPECT_EQ(cold["direct.recorded"], 1);
+  EXPECT_EQ(cold["direct.hit"], 0);
+  const std::string dependencies = read_all(work / "main.d");
+  EXPECT_NE(dependencies.find("host_only.h"), std::string::npos) << "the host side's headers are listed";
+
+  auto [warm, warm_says] = compile();
+  EXPECT_EQ(warm_says, "2 7\n");
+  EXPECT_EQ(warm["direct.hit"], 1);
+  EXPECT_EQ(warm["nvcc.hit"], 1) << "the whole compile's object, from the daemon";
+  EXPECT_EQ(warm["cicc.hit"] + warm["cicc.miss"] + warm["ptxas.hit"] + warm["host.hit"] + warm["host.miss"], 0)
+      << "no step ran, nor the preprocessors before them";
+  EXPECT_EQ(read_all(work / "main.d"), dependencies) << "the dependency file, as the compile wrote it";
+
+  // Touched, the same bytes: still a hit (its digest is checked where its time changed).
+  fs::last_write_time(work / "inc" / "scale.h", fs::file_time_type::clock::now());
+  EXPECT_EQ(compile().first["direct.hit"], 1);
+
+  // A changed header misses.
+  std::ofstream(work / "inc" / "scale.h") << "#define SCALE 3\n";
+  auto [changed, changed_says] = compile();
+  EXPECT_EQ(changed["direct.hit"], 0);
+  EXPECT_EQ(changed_says, "3 7\n");
+  EXPECT_EQ(compile().first["direct.hit"], 1) << "and hits again";
+
+  // A new header that shadows a listed one (a quoted include looks next to the source first).
+  std::ofstream(work / "scale.h") << "#define SCALE 4\n";
+  auto [shadowed, shadowed_says] = compile();
+  EXPECT_EQ(shadowed["direct.hit"], 0);
+  EXPECT_EQ(shadowed_says, "4 7\n");
+  fs::remove(work / "scale.h");
+  auto [unshadowed, unshadowed_says] = compile();
+  EXPECT_EQ(unshadowed["direct.hit"], 1) << "the earlier entry holds again";
+  EXPECT_EQ(unshadowed_says, "3 7\n");
+
+  // Host-only code, under #ifndef __CUDA_ARCH__, misses.
+  std::ofstream(work / "inc" / "host_only.h") << "inline int host_value() { return 8; }\n";
+  auto [host_only, host_only_says] = compile();
+  EXPECT_EQ(host_only["direct.hit"], 0);
+  EXPECT_EQ(host_only_says, "3 8\n");
+  EXPECT_EQ(host_only["cicc.hit"], 1) << "the device side did not change";
+
+  // A -D on the command line misses.
+  auto [defined, defined_says] = compile({"-DSCALE_OVERRIDE=1"});
+  EXPECT_EQ(defined["direct.hit"], 0);
+
+  // Another host compiler (the same gcc behind a wrapper of its own) misses.
+  fs::remove(work / "bin" / "gcc");
+  std::ofstream(work / "bin" / "gcc") << "#!/bin/sh\nexec /usr/bin/gcc \"$@\"\n";
+  fs::permissions(work / "bin" / "gcc", fs::perms::owner_all);
+  auto [wrapped, wrapped_says] = compile();
+  EXPECT_EQ(wrapped["direct.hit"], 0);
+  EXPECT_EQ(wrapped_says, "3 8\n");
+
+  // A unit that asks for the time has no manifest: every compile runs its preprocessors.
+  std::ofstream(work / "inc" / "host_only.h") << "inline int host_value() { return sizeof(__TIME__); }\n";
+  auto [timed, timed_says] = compile();
+  EXPECT_EQ(timed["direct.reads_the_time"], 1);
+  EXPECT_EQ(timed_says, "3 9\n");
+  EXPECT_EQ(compile().first["direct.hit"], 0);
+}
+
 // Single nvcc commands of the shapes builds send: the same object as nvcc's but for nvcc's
 // temporary name, an options file, spaces and a quote in paths (a double quote in a folder's
 // name breaks nvcc 13 itself: its PTX then fails to parse), a failing compile (nvcc's

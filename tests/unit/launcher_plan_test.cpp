@@ -13,8 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "launcher/clang_plan.hpp"
+#include "launcher/direct.hpp"
 #include "launcher/nvcc_plan.hpp"
 #include "launcher/options.hpp"
 #include "launcher/plan_runner.hpp"
@@ -557,3 +559,161 @@ TEST(RecordedPlans, EveryRecordHasAnExpectedOutcome) {
 
 }  // namespace
 }  // namespace kcache::launcher
+
+// ---- Direct mode (launcher/direct.hpp) ----
+
+namespace direct_mode {
+
+using kcache::launcher::direct_args;
+using kcache::launcher::FileState;
+using kcache::launcher::FileSystem;
+using kcache::launcher::manifest_entry_holds;
+using kcache::launcher::ManifestEntry;
+using kcache::launcher::ManifestFile;
+using kcache::launcher::read_manifest;
+using kcache::launcher::reads_the_time;
+using kcache::launcher::shadow_probes;
+using kcache::launcher::write_manifest;
+
+std::vector<std::string> words(std::initializer_list<const char*> list) { return {list.begin(), list.end()}; }
+
+// A CMake line's: the object's and the dependency file's places are not in the key, the rule's
+// target is, and with absolute paths the folder is not.
+TEST(DirectMode, TheKeyLeavesOutWhereOutputsGo) {
+  auto a = direct_args(kcache::launcher::nvcc_options(),
+                       words({"-I/src/common", "-isystem", "/opt/inc", "-DX=1", "-arch=sm_80", "-MD", "-MT", "obj/k.o",
+                              "-MF", "obj/k.o.d", "-x", "cu", "-c", "/src/k.cu", "-o", "obj/k.o"}));
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(a->folder_matters);
+  EXPECT_EQ(a->include_dirs, words({"/src/common", "/opt/inc"}));
+  EXPECT_EQ(a->dependency_target, "obj/k.o");
+  for (const std::string& w : a->words) {
+    EXPECT_NE(w, "obj/k.o.d");
+    EXPECT_NE(w, "-o");
+  }
+  auto b = direct_args(kcache::launcher::nvcc_options(),
+                       words({"-I/src/common", "-isystem", "/opt/inc", "-DX=1", "-arch=sm_80", "-MD", "-MT", "obj/k.o",
+                              "-MF", "elsewhere.d", "-x", "cu", "-c", "/src/k.cu", "-o", "other/k.o"}));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(a->words, b->words) << "another build folder's line has the same key";
+}
+
+TEST(DirectMode, TheFolderMattersWhereAPathIsRelativeOrDebugInformationNamesIt) {
+  const auto& nvcc = kcache::launcher::nvcc_options();
+  EXPECT_TRUE(direct_args(nvcc, words({"-c", "k.cu", "-o", "k.o"}))->folder_matters) << "a relative source";
+  EXPECT_TRUE(direct_args(nvcc, words({"-Iinc", "-c", "/s/k.cu"}))->folder_matters) << "a relative -I";
+  EXPECT_TRUE(direct_args(nvcc, words({"-g", "-c", "/s/k.cu"}))->folder_matters) << "host debug information";
+  EXPECT_TRUE(direct_args(nvcc, words({"-Xcompiler", "-Iinc", "-c", "/s/k.cu"}))->folder_matters);
+  EXPECT_FALSE(direct_args(nvcc, words({"-DNAME=rel/path", "-c", "/s/k.cu"}))->folder_matters) << "a macro is no path";
+  EXPECT_FALSE(direct_args(nvcc, words({"-lineinfo", "-c", "/s/k.cu"}))) << "line tables hold the files' times";
+  EXPECT_FALSE(direct_args(nvcc, words({"-MD", "-c", "/s/k.cu"}))) << "a dependency file named by nvcc alone";
+  EXPECT_TRUE(direct_args(nvcc, words({"-MD", "-MF", "k.d", "-c", "/s/k.cu"})));
+  EXPECT_EQ(direct_args(nvcc, words({"-MD", "-MF", "k.d", "-c", "/s/k.cu", "-o", "o/k.o"}))->dependency_target, "o/k.o");
+}
+
+ManifestEntry an_entry() {
+  ManifestEntry e;
+  e.files.push_back({"/s/k.cu", 1000, 1001, 10, kcache::sha256("k.cu bytes")});
+  e.files.push_back({"inc/k h.h", 0, 0, 7, kcache::sha256("header!")});
+  e.absent = {"/s/k.h", "/s/inc2"};
+  e.request = std::string("\x0a\x03\x00\xff", 4);
+  e.out = "out\n";
+  e.driver = "nvcc warning : x\n";
+  e.err = "k.cu(3): warning\n";
+  e.dependencies = "k.o : /s/k.cu \\\n    inc/k\\ h.h\n";
+  return e;
+}
+
+TEST(DirectMode, AManifestReadsBackAsWritten) {
+  std::vector<ManifestEntry> entries = {an_entry(), an_entry()};
+  entries[1].absent.clear();
+  auto back = read_manifest(write_manifest(entries));
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].files[1].path, "inc/k h.h");
+  EXPECT_EQ((*back)[0].files[0].ctime_ns, 1001);
+  EXPECT_TRUE((*back)[0].files[1].digest == kcache::sha256("header!"));
+  EXPECT_EQ((*back)[0].absent, entries[0].absent);
+  EXPECT_EQ((*back)[0].request, entries[0].request);
+  EXPECT_EQ((*back)[0].dependencies, entries[0].dependencies);
+  EXPECT_EQ((*back)[0].driver, entries[0].driver);
+  EXPECT_EQ((*back)[0].err, entries[0].err);
+  EXPECT_TRUE((*back)[1].absent.empty());
+  std::vector<ManifestEntry> many(7, an_entry());
+  EXPECT_EQ(read_manifest(write_manifest(many))->size(), kcache::launcher::k_manifest_entries);
+  std::string text = write_manifest(entries);
+  EXPECT_FALSE(read_manifest(text.substr(0, text.size() - 3))) << "cut short";
+  EXPECT_FALSE(read_manifest("kcache-manifest 2\n"));
+  EXPECT_FALSE(read_manifest(text + "file 1 2 3 zz 00\n"));
+  EXPECT_FALSE(read_manifest("kcache-manifest 1\nentry\nfile 1 2 3 " + std::string(64, '0') + " 0g\nend\n"));
+}
+
+// A file system of a few files, counting what it hashes.
+struct FakeFiles {
+  std::map<std::string, std::pair<FileState, std::string>> files;
+  int hashed = 0;
+  FileSystem view() {
+    FileSystem fs;
+    fs.stat = [this](const std::string& p) -> std::optional<FileState> {
+      auto it = files.find(p);
+      return it == files.end() ? std::nullopt : std::optional<FileState>(it->second.first);
+    };
+    fs.digest = [this](const std::string& p) -> std::optional<kcache::Digest> {
+      ++hashed;
+      auto it = files.find(p);
+      return it == files.end() ? std::nullopt : std::optional<kcache::Digest>(kcache::sha256(it->second.second));
+    };
+    return fs;
+  }
+};
+
+TEST(DirectMode, AnEntryHoldsWhileItsFilesAreAsTheyWere) {
+  FakeFiles disk;
+  disk.files["/s/k.cu"] = {{1000, 1001, 10}, "k.cu bytes"};
+  disk.files["/b/inc/k h.h"] = {{5, 5, 7}, "header!"};
+  const ManifestEntry e = an_entry();
+  EXPECT_TRUE(manifest_entry_holds(e, "/b", disk.view()));
+  EXPECT_EQ(disk.hashed, 1) << "only the header whose times were not trusted is hashed";
+  disk.files["/s/k.cu"].first.mtime_ns = 2000;  // touched: the same bytes
+  disk.hashed = 0;
+  EXPECT_TRUE(manifest_entry_holds(e, "/b", disk.view()));
+  EXPECT_EQ(disk.hashed, 2);
+  disk.files["/s/k.cu"].second = "k.cu BYTES";  // edited, same size
+  EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
+  disk.files["/s/k.cu"] = {{1000, 1001, 11}, "k.cu bytes!"};  // another size: no hashing at all
+  disk.hashed = 0;
+  EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
+  EXPECT_EQ(disk.hashed, 0);
+  disk.files["/s/k.cu"] = {{1000, 1001, 10}, "k.cu bytes"};
+  disk.files["/s/k.h"] = {{1, 1, 1}, "x"};  // a header where none was: it would shadow
+  EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
+  disk.files.erase("/s/k.h");
+  disk.files.erase("/b/inc/k h.h");  // a file it read is gone
+  EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
+}
+
+// Where a new header would shadow one the compile read: in the project's folders (quoted
+// includes look there first) and in the include directories before the one it was found in.
+TEST(DirectMode, ShadowProbesAreTheFirstMissingComponentOfEachEarlierPlace) {
+  std::set<std::string> existing = {"/p", "/p/src", "/p/src/k.cu", "/p/inc1", "/p/inc2", "/p/inc2/sub",
+                                    "/p/inc2/sub/h.h", "/usr/include", "/usr/include/stdio.h", "/p/inc1/stdio.h"};
+  auto exists = [&](const std::string& p) { return existing.contains(p); };
+  auto probes = shadow_probes({"/p/src/k.cu", "/p/inc2/sub/h.h", "/usr/include/stdio.h"}, {"/p/inc1", "/p/inc2"},
+                              {"/usr/include"}, exists);
+  std::set<std::string> got(probes.begin(), probes.end());
+  EXPECT_TRUE(got.contains("/p/inc1/sub")) << "sub/h.h in the -I folder before inc2";
+  EXPECT_TRUE(got.contains("/p/src/sub")) << "sub/h.h next to the source";
+  EXPECT_FALSE(got.contains("/p/inc2/sub")) << "where it was found exists";
+  EXPECT_TRUE(got.contains("/p/src/stdio.h")) << "a system header's name in the project's folders";
+  EXPECT_FALSE(got.contains("/p/inc1/stdio.h")) << "an existing file did not shadow when the compile ran";
+  EXPECT_TRUE(got.contains("/p/inc2/stdio.h"));
+  for (const std::string& p : got) EXPECT_FALSE(p.starts_with("/usr/include/")) << p << ": system folders are not the project's";
+}
+
+TEST(DirectMode, AFileThatAsksForTheTimeHasNoManifest) {
+  EXPECT_TRUE(reads_the_time("const char* built = __DATE__ \" \" __TIME__;"));
+  EXPECT_TRUE(reads_the_time("__TIMESTAMP__"));
+  EXPECT_FALSE(reads_the_time("__global__ void k() {}"));
+}
+
+}  // namespace direct_mode

@@ -19,6 +19,7 @@
 #include "endpoint.hpp"
 #include "kcache/files.hpp"
 #include "kcache/search_path.hpp"
+#include "launcher/direct.hpp"
 #include "launcher/local_objects.hpp"
 #include "launcher/nvcc_plan.hpp"
 #include "wire/wire.hpp"
@@ -96,6 +97,10 @@ int Launch::run() {
     return 0;
   }
   if (work().empty()) return unchanged(real, "no temporary folder");
+  if (direct_hit()) {
+    m_stats.add("launcher.compiles");
+    return finish();
+  }
   if (auto reason = plan()) return unchanged(real, *reason);
   m_stats.add("launcher.compiles");
   if (!run_plan(tasks())) {
@@ -449,6 +454,168 @@ int Launch::finish() {
   std::fflush(stdout);
   std::fflush(stderr);
   return 0;
+}
+
+namespace {
+
+// The environment a compile's result depends on, beyond its command line.
+constexpr std::string_view k_direct_env[] = {
+    "PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
+    "SOURCE_DATE_EPOCH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "LANG", "LC_ALL", "LC_MESSAGES", "KCACHE_BASE_DIR"};
+
+fs::path manifest_path(const Digest& key) {
+  fs::path state = state_dir();
+  return state.empty() ? fs::path() : state / "manifests" / to_hex(key).substr(0, 2) / to_hex(key);
+}
+
+FileSystem real_file_system() {
+  FileSystem out;
+  out.stat = [](const std::string& path) -> std::optional<FileState> {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return FileState{st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                     st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_size)};
+  };
+  out.digest = [](const std::string& path) -> std::optional<Digest> {
+    auto d = sha256_file(path);
+    return d ? std::optional<Digest>(*d) : std::nullopt;
+  };
+  return out;
+}
+
+}  // namespace
+
+std::optional<Digest> Launch::direct_key() {
+  if (m_direct_key) return *m_direct_key;
+  m_direct_key.emplace();
+  const OptionTable* table = direct_table();
+  if (table == nullptr || std::getenv("KCACHE_NODIRECT") != nullptr) return std::nullopt;
+  auto args = direct_args(*table, m_args);
+  if (!args) return std::nullopt;
+  auto tools = direct_tools();
+  if (!tools) return std::nullopt;
+  std::string text = "kcache-direct 1";
+  text += '\0' + *tools;
+  std::error_code ec;
+  text += std::string("\0folder\0") + (args->folder_matters ? fs::current_path(ec).string() : "");
+  for (std::string_view name : k_direct_env) {
+    auto it = m_env.find(std::string(name));
+    text += std::string("\0env\0") + std::string(name) + '=' + (it == m_env.end() ? "" : it->second);
+  }
+  for (const std::string& w : args->words) text += "\0arg\0" + w;
+  text += "\0dependency-target\0" + args->dependency_target;
+  *m_direct_key = sha256(text);
+  return *m_direct_key;
+}
+
+bool Launch::direct_hit() {
+  auto key = direct_key();
+  if (!key) return false;
+  fs::path path = manifest_path(*key);
+  if (path.empty()) return false;
+  std::string text = read_file(path.string());
+  if (text.empty()) return false;
+  auto entries = read_manifest(text);
+  if (!entries) return false;
+  std::error_code ec;
+  const fs::path folder = fs::current_path(ec);
+  const FileSystem files = real_file_system();
+  for (const ManifestEntry& entry : *entries) {
+    if (!manifest_entry_holds(entry, folder, files)) continue;
+    v1::StepRequest request;
+    if (!request.ParseFromString(entry.request)) return false;
+    auto tool = wire::from_proto(request.tool());
+    if (!tool) return false;
+    // The whole compile's object, counted as its hit: from this machine's objects, else the
+    // daemon's; where it is gone (evicted), the compile runs.
+    const std::string object = work() + "kcache-object.o";
+    Printed printed{entry.out, entry.err};
+    if (!take_local_object(printed, request, *tool, object)) {
+      auto found = ask_daemon(request, *tool);
+      if (!holds_object(found) || !take_object(printed, *found, *tool, object)) return false;
+    }
+    m_driver.err = entry.driver;
+    stage(object, object_path(*direct_table(), m_args));
+    if (!entry.dependencies.empty()) {
+      const std::string staged = work() + "kcache-dependencies.d";
+      if (!write_file(staged, entry.dependencies)) return false;
+      stage(staged, dependency_options(*direct_table(), m_args).file);
+    }
+    m_printed.push_back(std::move(printed));
+    m_stats.add("direct.hit");
+    return true;
+  }
+  m_stats.add("direct.miss");
+  return false;
+}
+
+void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::string>& texts, const Printed& printed,
+                           const std::string& dependencies) {
+  auto key = direct_key();
+  if (!key) return;
+  fs::path path = manifest_path(*key);
+  if (path.empty()) return;
+  std::error_code ec;
+  const fs::path folder = fs::current_path(ec);
+  auto absolute = [&](const std::string& p) { return p.front() == '/' ? p : (folder / p).lexically_normal().string(); };
+  // A file changed less than a second before the compile began (or since) may change again within
+  // its time stamp's tick unseen: its times are not trusted, it is hashed at every look (ccache's rule).
+  const auto trusted_before = std::chrono::duration_cast<std::chrono::nanoseconds>(m_started.time_since_epoch()).count() -
+                              1'000'000'000LL;
+  ManifestEntry entry;
+  std::vector<std::string> read;  // absolute, for the shadow probes
+  const FileSystem files = real_file_system();
+  for (const std::string& name : files_of_markers(texts)) {
+    if (name.empty() || name.front() == '<' || name.starts_with(work())) continue;
+    auto before = files.stat(absolute(name));
+    if (!before) return;  // a file the key cannot name
+    std::string bytes = read_whole_file(absolute(name));
+    if (bytes.size() != before->size) return;  // changing as it is read
+    if (reads_the_time(bytes)) {
+      m_stats.add("direct.reads_the_time");
+      return;
+    }
+    ManifestFile f;
+    f.path = name;
+    f.size = bytes.size();
+    f.digest = sha256(bytes);
+    if (before->mtime_ns < trusted_before && before->ctime_ns < trusted_before) {
+      f.mtime_ns = before->mtime_ns;
+      f.ctime_ns = before->ctime_ns;
+    }
+    entry.files.push_back(std::move(f));
+    read.push_back(absolute(name));
+  }
+  if (entry.files.empty()) return;
+  auto args = direct_args(*direct_table(), m_args);
+  if (!args) return;
+  std::vector<std::string> include_dirs;
+  for (const std::string& d : args->include_dirs) {
+    if (!d.empty()) include_dirs.push_back(absolute(d));
+  }
+  std::vector<std::string> system_roots = {"/usr/include", "/usr/lib"};
+  if (auto top = m_env.find("TOP"); top != m_env.end()) system_roots.push_back(fs::path(top->second).lexically_normal().string());
+  entry.absent = shadow_probes(read, include_dirs, system_roots, [](const std::string& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0;
+  });
+  entry.request = whole.SerializeAsString();
+  entry.driver = m_driver.err;
+  entry.out = printed.out;
+  entry.err = printed.err;
+  if (!dependencies.empty()) entry.dependencies = read_file(dependencies);
+  std::vector<ManifestEntry> entries = {std::move(entry)};
+  if (auto old = read_manifest(read_file(path.string()))) {
+    for (ManifestEntry& e : *old) {
+      if (e.request != entries.front().request && entries.size() < k_manifest_entries) entries.push_back(std::move(e));
+    }
+  }
+  fs::create_directories(path.parent_path(), ec);
+  const std::string staged = path.string() + ".kcache-" + std::to_string(::getpid());
+  if (!write_file(staged, write_manifest(entries))) return fs::remove(staged, ec), void();
+  fs::rename(staged, path, ec);
+  if (ec) fs::remove(staged, ec);
+  m_stats.add("direct.recorded");
 }
 
 }  // namespace kcache::launcher

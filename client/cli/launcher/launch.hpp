@@ -64,6 +64,22 @@ class Launch {
   virtual std::optional<std::string> plan() = 0;  // the reason when the launcher does not run it
   virtual std::vector<Task> tasks() = 0;
   virtual void after_plan() {}  // once every task succeeded, before finish()
+  // Direct mode (direct.hpp): the compiler's option table and what names its tools (each
+  // program's digest, the host compiler's identity), or nullopt where it has none.
+  virtual const OptionTable* direct_table() const { return nullptr; }
+  virtual std::optional<std::string> direct_tools() { return std::nullopt; }
+
+  // The manifest's key for this command line in this folder and environment; nullopt: none.
+  std::optional<Digest> direct_key();
+  // The compile answered from its manifest: the object (from this machine's objects or the
+  // daemon) and the dependency file staged, what the skipped steps printed kept. False: the
+  // compile runs as it would.
+  bool direct_hit();
+  // After a compile whose whole object `whole` names: its manifest entry, from the preprocessors'
+  // texts (`texts`, whose line markers name every file read), what they and the driver printed,
+  // and the dependency file staged at `dependencies` (empty: none).
+  void direct_record(const v1::StepRequest& whole, const std::vector<std::string>& texts, const Printed& printed,
+                     const std::string& dependencies);
 
   // The launch's folder for the compiler's temporary files ("" when none could be made); ends in '/'.
   const std::string& work() const { return m_work_prefix; }
@@ -192,6 +208,8 @@ class Launch {
   std::atomic<bool> m_device_missed = false;  // a device step of this compile missed or ran here
   std::atomic<bool> m_unpublished = false;    // the daemon refused an offer: this client may not publish
   std::atomic<int> m_local_steps = 0;  // step folders made for steps run here
+  std::optional<std::optional<Digest>> m_direct_key;  // direct_key(), once computed
+  std::chrono::system_clock::time_point m_started = std::chrono::system_clock::now();
 };
 
 // The launches: each the compiler's exit code (nvcc.cpp, clang.cpp).

@@ -32,10 +32,46 @@ class NvccLaunch : public Launch {
   }
   std::vector<Task> tasks() override { return plan_tasks(); }
   // The whole compile's object, when it missed, offered with what the skipped steps printed.
+  // Then this command line's manifest gains the compile (direct mode), naming that object.
   void after_plan() override {
-    if (!m_whole || m_whole_hit || !fs::exists(object_file())) return;
-    Printed past = printed_in(m_past_preprocessors);
-    offer_object(std::move(*m_whole), StepTool::nvcc, object_file(), past.out, past.err);
+    if (!m_whole_request) return;
+    if (!m_whole_hit) {
+      if (!fs::exists(object_file())) return;
+      Printed past = printed_in(m_past_preprocessors);
+      offer_object(*m_whole_request, StepTool::nvcc, object_file(), past.out, past.err);
+    }
+    std::vector<std::string> texts;
+    for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
+    const std::string deps = work() + "kcache-dependencies.d";
+    direct_record(*m_whole_request, texts, printed_in(m_preprocessor_slots), fs::exists(deps) ? deps : std::string());
+  }
+
+  // Direct mode: nvcc's options, and its tools by their files' digests (kept by file identity:
+  // a stat each): nvcc and its profile, cudafe++, fatbinary, ptxas, cicc and libdevice of its
+  // toolkit, and the host compiler it runs (-ccbin, NVCC_CCBIN, else gcc) by its identity.
+  const OptionTable* direct_table() const override { return &nvcc_options(); }
+  std::optional<std::string> direct_tools() override {
+    std::error_code ec;
+    fs::path nvcc = fs::canonical(find_program(m_compiler, m_env), ec);
+    if (ec) return std::nullopt;
+    const fs::path top = nvcc.parent_path().parent_path();
+    std::string out;
+    for (const fs::path& file : {nvcc, top / "bin" / "nvcc.profile", top / "bin" / "cudafe++", top / "bin" / "fatbinary",
+                                 top / "bin" / "ptxas", top / "nvvm" / "bin" / "cicc", top / "nvvm" / "libdevice" / "libdevice.10.bc"}) {
+      auto digest = file_digest(file.string());
+      if (!digest) return std::nullopt;
+      out += file.filename().string() + '=' + to_hex(*digest) + '\n';
+    }
+    std::string host = "gcc";
+    if (auto it = m_env.find("NVCC_CCBIN"); it != m_env.end() && !it->second.empty()) host = it->second;
+    for (const Arg& a : read_args(nvcc_options(), m_args)) {
+      if (a.spelling == "-ccbin" || a.spelling == "--compiler-bindir") host = a.value;
+    }
+    // A folder names the host compiler in it, as nvcc reads it.
+    if (fs::is_directory(host, ec)) host = (fs::path(host) / "gcc").string();
+    auto identity = host_compiler_identity(host, "cc1plus");
+    if (!identity) return std::nullopt;
+    return out + "host=" + to_hex(*identity);
   }
 
  private:
@@ -74,6 +110,7 @@ class NvccLaunch : public Launch {
           break;
       }
       if (whole && (step.kind == PlanStep::Kind::assign || is_preprocessor(step))) {
+        m_preprocessor_slots.push_back(i);
         first.push_back(std::move(task));
         continue;
       }
@@ -156,23 +193,19 @@ class NvccLaunch : public Launch {
       }
       inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(text));
     }
-    v1::StepRequest request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
-    if (take_local_object(out, request, StepTool::nvcc, object_file())) {  // this machine's own
+    m_whole_request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
+    const v1::StepRequest& request = *m_whole_request;
+    // This machine's own, else the daemon's; where neither has it (or the daemon is down or
+    // refuses), every step runs as before, and the object is offered or kept here after.
+    bool hit = take_local_object(out, request, StepTool::nvcc, object_file());
+    if (!hit) {
+      auto found = ask_daemon(request, StepTool::nvcc);
+      hit = holds_object(found) && take_object(out, *found, StepTool::nvcc, object_file());
+    }
+    if (hit) {
       stage(object_file(), target);
       m_whole_hit = true;
-      return;
     }
-    auto found = ask_daemon(request, StepTool::nvcc);
-    if (!found) {  // the daemon is down, or refused: every step runs as before, kept here after
-      m_whole = std::move(request);
-      return;
-    }
-    if (holds_object(found) && take_object(out, *found, StepTool::nvcc, object_file())) {
-      stage(object_file(), target);
-      m_whole_hit = true;
-      return;
-    }
-    m_whole = std::move(request);
   }
 
   // --options-file / -optf FILE: its words in its place, as nvcc reads them.
@@ -403,7 +436,8 @@ class NvccLaunch : public Launch {
   std::vector<std::string> m_preprocessed;  // outputs of the plan's -E runs, in order
   std::vector<std::string> m_device_texts;  // those of the device side (-D__CUDA_ARCH__=)
   std::vector<std::size_t> m_past_preprocessors;  // the steps a whole compile's hit skips, by index
-  std::optional<v1::StepRequest> m_whole;  // the whole compile's look-up, when it missed
+  std::optional<v1::StepRequest> m_whole_request;  // the whole compile's look-up, hit or missed
+  std::vector<std::size_t> m_preprocessor_slots;  // the tasks a whole compile's hit runs (before its look-up)
   bool m_whole_hit = false;
 };
 
