@@ -14,11 +14,18 @@ CUDA files, CMake, `ninja -j2`) built with nvcc through CMAKE_CUDA_COMPILER_LAUN
 warm after `ninja clean`, beside the same build without it. The median of the rounds and the
 ratios to plain. Writes bench/results/launcher.{md,csv}.
 
+Then (part "farm") the farm benchmark: bench/farm_project.py's project (32 CUDA files, 4 archs,
+device links) built once each by plain nvcc; kcache cold, warm, in another folder and on a second
+daemon sharing Redis; ccache cold, warm and in another folder; Debian's sccache cold and warm.
+Writes bench/results/launcher_farm.{md,csv}.
+
 Usage: bench/launcher.py [build-dir]   ROUNDS=5 by default; KCACHE_BENCH_OUT for the folder;
-       KCACHE_BENCH_PARTS="files project" (both by default);
+       KCACHE_BENCH_PARTS="files project farm" (all by default);
        KCACHE_BENCH_NOTE for a sentence about the machine (what else ran).
 """
+import json
 import os
+import shlex
 import shutil
 import socket
 import statistics
@@ -40,7 +47,7 @@ KCACHE = BUILD / "client" / "kcache"
 NVCC = CUDA / "bin" / "nvcc"
 CLANG = shutil.which("clang++-22")
 INCLUDE = ROOT / "tests" / "data" / "launcher" / "include"
-PARTS = os.environ.get("KCACHE_BENCH_PARTS", "files project").split()
+PARTS = os.environ.get("KCACHE_BENCH_PARTS", "files project farm").split()
 PROJECT = ROOT / "tests" / "data" / "launcher"
 SOURCES = [ROOT / "tests" / "data" / "launcher" / "src" / "softmax.cu",
            ROOT / "bench" / "corpus" / "launcher" / "thrust_sort.cu"]
@@ -60,11 +67,11 @@ def free_port():
 class Daemon:
     """A kcached on a fresh database in `work`."""
 
-    def __init__(self, work):
+    def __init__(self, work, args=()):
         self.port = free_port()
         self.db = Path(tempfile.mkdtemp(dir=work, prefix="db-"))
         self.log = open(self.db.with_suffix(".log"), "w")
-        self.proc = subprocess.Popen([str(KCACHED), "--listen", f"127.0.0.1:{self.port}", "--db", str(self.db)],
+        self.proc = subprocess.Popen([str(KCACHED), "--listen", f"127.0.0.1:{self.port}", "--db", str(self.db)] + list(args),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         until = time.monotonic() + 30
         while subprocess.run([str(KCACHE), "--server", f"127.0.0.1:{self.port}", "health"],
@@ -127,6 +134,141 @@ def project_rounds(work, env, rows):
     add_row(rows, f"tests/data/launcher ({files} files, ninja -j2)", "nvcc", times)
 
 
+class Redis:
+    """A redis-server on a free port, for a fleet of two daemons."""
+
+    def __init__(self, work):
+        self.port = free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(work)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        until = time.monotonic() + 30
+        while subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True,
+                             text=True).stdout.strip() != "PONG":
+            if time.monotonic() > until:
+                die("redis-server did not start")
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def farm(work, env):
+    """The farm benchmark: bench/farm_project.py's project (32 CUDA files, 4 archs, a static library
+    with separable compilation, six executables with device links), each tool's builds one after the
+    other in one run, `ninja -j2`, whole-build wall time. Writes results/launcher_farm.{md,csv}."""
+    import farm_project  # bench/farm_project.py, beside this script
+    project = work / "farm"
+    files = farm_project.write(project)
+    base = dict(env)
+    for k in ("CCACHE_DIR", "CCACHE_BASEDIR", "SCCACHE_DIR", "KCACHE_NODIRECT"):
+        base.pop(k, None)
+
+    def configure(folder, launcher, e):
+        args = ["cmake", "-S", str(project), "-B", str(work / folder), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={NVCC}"]
+        if launcher:
+            args.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}")
+        subprocess.run(args, check=True, capture_output=True, env=e)
+
+    def build(folder, e, clean=False):
+        if clean:
+            timed(["ninja", "-C", str(work / folder), "-t", "clean"], e, work)
+        seconds = timed(["ninja", "-C", str(work / folder), "-j2"], e, work)
+        print(f"farm {folder}{' after clean' if clean else ''}: {seconds:.1f} s", file=sys.stderr)
+        return seconds
+
+    def one_file(folder, launcher, e):
+        """The median of 5 compiles of one file (src/core_00.cu, its object removed) through `launcher`."""
+        db = json.loads((work / folder / "compile_commands.json").read_text())
+        entry = next(c for c in db if c["file"].endswith("core_00.cu"))
+        argv = shlex.split(entry["command"])
+        if argv[0] != str(NVCC):
+            argv = argv[1:]  # the launcher CMake put before nvcc
+        return statistics.median(timed(([launcher] if launcher else []) + argv, e, entry["directory"]) for _ in range(5))
+
+    results = {}
+    plain_env = dict(base)
+    configure("plain", None, plain_env)
+    results["plain nvcc"] = build("plain", plain_env)
+
+    redis = Redis(work)
+    secret = work / "fleet.secret"
+    secret.write_text("kcache-bench-fleet-secret-0123456789abcdef\n")
+    secret.chmod(0o600)
+    fleet = ["--remote", f"redis://127.0.0.1:{redis.port}", "--remote-secret-file", str(secret)]
+    a, b = Daemon(work, fleet), Daemon(work, fleet)
+    try:
+        k = dict(base, KCACHE_SERVER=f"127.0.0.1:{a.port}", KCACHE_STATE_DIR=str(work / "kstate-a"))
+        configure("kcache-1", str(KCACHE), k)
+        results["kcache cold"] = build("kcache-1", k)
+        results["kcache warm"] = build("kcache-1", k, clean=True)
+        results["kcache warm, direct mode off"] = build("kcache-1", dict(k, KCACHE_NODIRECT="1"), clean=True)
+        configure("kcache-2", str(KCACHE), k)
+        results["kcache another folder"] = build("kcache-2", k)
+        results["kcache one file warm"] = one_file("kcache-1", str(KCACHE), k)
+        kb = dict(base, KCACHE_SERVER=f"127.0.0.1:{b.port}", KCACHE_STATE_DIR=str(work / "kstate-b"))
+        configure("kcache-3", str(KCACHE), kb)
+        results["kcache second daemon, same Redis"] = build("kcache-3", kb)
+    finally:
+        a.stop()
+        b.stop()
+        redis.stop()
+
+    if shutil.which("ccache"):
+        c = dict(base, CCACHE_DIR=str(work / "ccache"), CCACHE_BASEDIR=str(work))
+        configure("ccache-1", "ccache", c)
+        results["ccache cold"] = build("ccache-1", c)
+        results["ccache warm"] = build("ccache-1", c, clean=True)
+        configure("ccache-2", "ccache", c)
+        results["ccache another folder"] = build("ccache-2", c)
+        results["ccache one file warm"] = one_file("ccache-1", "ccache", c)
+    if shutil.which("sccache"):
+        sc = dict(base, SCCACHE_DIR=str(work / "sccache"), SCCACHE_SERVER_PORT=str(free_port()))
+        subprocess.run(["sccache", "--start-server"], env=sc, capture_output=True)
+        try:
+            configure("sccache-1", "sccache", sc)
+            results["sccache cold"] = build("sccache-1", sc)
+            results["sccache warm"] = build("sccache-1", sc, clean=True)
+        finally:
+            subprocess.run(["sccache", "--stop-server"], env=sc, capture_output=True)
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(OUT / "launcher_farm.csv", "w") as f:
+        f.write("build,seconds\n")
+        for name, seconds in results.items():
+            f.write(f"{name},{seconds:.3f}\n")
+
+    def ratio(a_name, b_name):
+        if a_name not in results or b_name not in results:
+            return "-"
+        return f"{results[a_name] / results[b_name]:.2f}x"
+
+    targets = [("warm rebuild", "kcache warm", "ccache warm", "0.5x"),
+               ("another folder", "kcache another folder", "ccache another folder", "1.0x"),
+               ("second daemon of the fleet", "kcache second daemon, same Redis", "ccache another folder", "1.0x"),
+               ("cold", "kcache cold", "plain nvcc", "1.0x"),
+               ("one file's warm hit", "kcache one file warm", "ccache one file warm", "2x")]
+    note = os.environ.get("KCACHE_BENCH_NOTE", "")
+    lines = [f"## The farm benchmark (bench/launcher.py, part farm, {time.strftime('%Y-%m-%d')})", "",
+             f"bench/farm_project.py's CMake project ({files} CUDA files, archs {farm_project.ARCHS.replace(';', ', ')}, "
+             "a static library with separable compilation, six executables with device links), "
+             "`CMAKE_CUDA_COMPILER_LAUNCHER`, `ninja -j2`, whole-build wall time, each build once, one after the other in "
+             "one run. Warm: `ninja -t clean`, then the build again; another folder: a second build folder on the same "
+             "machine (ccache with `CCACHE_BASEDIR`); second daemon: a fresh machine's state on a second kcached sharing "
+             "the first's Redis; one file: the median of 5 compiles of src/core_00.cu, all hits." +
+             (f" {note}" if note else ""), "",
+             "| build | seconds |", "|---|---|"]
+    lines += [f"| {name} | {seconds:.2f} |" for name, seconds in results.items()]
+    lines += ["", "| target | kcache | against | ratio | target |", "|---|---|---|---|---|"]
+    for what, ours, theirs, target in targets:
+        if ours in results and theirs in results:
+            lines.append(f"| {what} | {results[ours]:.2f} s | {theirs}: {results[theirs]:.2f} s | "
+                         f"{ratio(ours, theirs)} | {target} |")
+    (OUT / "launcher_farm.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def add_row(rows, source, compiler, times):
     med = {k: statistics.median(v) for k, v in times.items()}
     pairs = sorted(c / p for c, p in zip(times["cold"], times["plain"]))
@@ -162,6 +304,10 @@ def main():
                 add_row(rows, source.name, compiler, times)
         if "project" in PARTS:
             project_rounds(work, env, rows)
+        if "farm" in PARTS:
+            farm(work, env)
+            if not rows:
+                return render_readme.render_after_run(OUT)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@
 namespace kcache {
 namespace {
 
-constexpr std::array<StepTool, k_step_tool_count> k_tools = {StepTool::cicc, StepTool::clang, StepTool::ptxas, StepTool::host,
-                                                            StepTool::nvcc};
+constexpr std::array<StepTool, k_step_tool_count> k_tools = {StepTool::cicc, StepTool::clang, StepTool::ptxas,
+                                                            StepTool::nvlink, StepTool::host, StepTool::nvcc};
 
 // An option the tool takes, and what follows it.
 enum class Operand {
@@ -102,6 +102,28 @@ constexpr Option k_ptxas_options[] = {
     {"-arch", Operand::value, false, Value::sm_arch},
     {"--gpu-name", Operand::value, false, Value::sm_arch},
     {"-maxrregcount", Operand::value, false, Value::number},
+    {"-o", Operand::output_file},
+    {"--output-file", Operand::output_file},
+};
+
+// nvlink's options in nvcc's device link (nvcc -dlink --dryrun, with -gencode lists and CMake's
+// device link line). The objects and archives it links are inputs; its -L folders must be the
+// daemon's own toolkit's (the daemon checks them: run_step), where -l finds libraries by a plain
+// name (value_refusal) and libcudadevrt.a is the one whose digest is in nvlink's identity.
+constexpr Option k_nvlink_options[] = {
+    {"-m64"},
+    {"--shared"},
+    {"-report-arch"},
+    {"--report-arch"},
+    {"-l", Operand::none, true},
+    {"-L", Operand::none, true},
+    {"--arch=sm_", Operand::none, true},
+    {"--arch=compute_", Operand::none, true},
+    {"-arch=sm_", Operand::none, true},
+    {"-cpu-arch=X86_64"},
+    {"--cpu-arch=X86_64"},
+    {"--register-link-binaries", Operand::output_file},
+    {"--host-ccbin", Operand::value, false, Value::file_name},
     {"-o", Operand::output_file},
     {"--output-file", Operand::output_file},
 };
@@ -336,6 +358,10 @@ Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
     }
     const Option* option = find_option(options, arg);
     if (option == nullptr) return refused(spec, arg, "is not an option kcache runs on the daemon");
+    // nvlink's libraries by a plain name: what -l names is looked for only in the -L folders.
+    if (spec.tool == StepTool::nvlink && arg.starts_with("-l") && !lower_word(std::string_view(arg).substr(2), "_+-.")) {
+      return refused(spec, arg, "names a library by more than a plain name");
+    }
     if (option->operand == Operand::none) continue;
     if (i + 1 == spec.args.size()) return refused(spec, arg, "lacks its value");
     const std::string& operand = spec.args[++i];
@@ -383,6 +409,7 @@ std::string_view step_tool_name(StepTool tool) {
     case StepTool::host: return "host";
     case StepTool::clang: return "clang";
     case StepTool::nvcc: return "nvcc";
+    case StepTool::nvlink: return "nvlink";
   }
   return "?";
 }
@@ -440,6 +467,7 @@ Expected<void> check_step(const StepSpec& spec) {
   switch (spec.tool) {
     case StepTool::cicc: return check_args(spec, k_cicc_options);
     case StepTool::ptxas: return check_args(spec, k_ptxas_options);
+    case StepTool::nvlink: return check_args(spec, k_nvlink_options);
     case StepTool::clang: {
       // Only clang's CUDA device compile: it reads its input and libdevice, and writes its output.
       auto arg = [&](std::size_t i) { return i < spec.args.size() ? std::string_view(spec.args[i]) : std::string_view(); };
@@ -810,7 +838,7 @@ Expected<Digest> device_tool_identity(StepTool tool, const std::string& program,
   std::vector<std::string> paths = {program};
   if (tool == StepTool::clang) paths = clang_identity_files(program);
   if (paths.empty() || paths.front().empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
-  if (tool == StepTool::cicc || tool == StepTool::clang) paths.push_back(libdevice);
+  if (tool == StepTool::cicc || tool == StepTool::clang || tool == StepTool::nvlink) paths.push_back(libdevice);
   std::vector<Digest> files;
   for (const std::string& p : paths) {
     auto digest = digest_of(p);

@@ -351,6 +351,7 @@ v1::StepTool to_proto(StepTool tool) {
     case StepTool::host: return v1::STEP_TOOL_HOST;
     case StepTool::clang: return v1::STEP_TOOL_CLANG;
     case StepTool::nvcc: return v1::STEP_TOOL_NVCC;
+    case StepTool::nvlink: return v1::STEP_TOOL_NVLINK;
   }
   return v1::STEP_TOOL_UNSPECIFIED;
 }
@@ -362,6 +363,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
     case v1::STEP_TOOL_HOST: return StepTool::host;
     case v1::STEP_TOOL_CLANG: return StepTool::clang;
     case v1::STEP_TOOL_NVCC: return StepTool::nvcc;
+    case v1::STEP_TOOL_NVLINK: return StepTool::nvlink;
     default: return std::nullopt;
   }
 }
@@ -369,7 +371,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
 Expected<StepAsk> step_ask(const v1::StepRequest& request) {
   StepAsk ask;
   auto tool = from_proto(request.tool());
-  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas, host or nvcc");
+  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas, nvlink, host or nvcc");
   ask.spec.tool = *tool;
   auto identity = digest_from_hex(request.tool_digest());
   if (!identity) {
@@ -379,9 +381,14 @@ Expected<StepAsk> step_ask(const v1::StepRequest& request) {
   ask.spec.args.assign(request.args().begin(), request.args().end());
   ask.spec.outputs.assign(request.outputs().begin(), request.outputs().end());
   const bool device = step_side(*tool) == Side::device;
+  // A device step's inputs travel as bytes, or all as digests alone: a look-up, answered only
+  // from what is stored (a device link's objects and archives are large; sent on its miss).
+  const bool look_up = device && request.inputs_size() > 0 &&
+                       std::all_of(request.inputs().begin(), request.inputs().end(),
+                                   [](const v1::StepFile& f) { return f.content().empty() && !f.sha256().empty(); });
   for (const v1::StepFile& file : request.inputs()) {
     ask.spec.inputs.push_back(file.name());
-    if (device || !file.content().empty()) {
+    if ((device && !look_up) || !file.content().empty()) {
       ask.inputs.push_back(file.content());
       ask.input_digests.push_back(sha256(file.content()));
       ask.input_bytes += file.content().size();

@@ -144,6 +144,10 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
     return *std::move(stored);
   }
   if (side == Side::host && (ask.offered || ask.inputs.empty())) return keep_offered(ask, out);
+  if (side == Side::device && ask.inputs.size() != ask.spec.inputs.size()) {
+    out.outcome = Outcome::miss;  // looked up by digests, absent: the client sends the bytes to run it
+    return out;
+  }
   // Run here: a device step, or a host compile from the client's preprocessed text (an object
   // this daemon made, which any client may then link).
   std::filesystem::path program;

@@ -22,6 +22,31 @@ std::filesystem::path clang_path() {
   return {};
 }
 
+// The toolkit's libcudadevrt.a, which nvlink links for -lcudadevrt; empty when absent.
+std::filesystem::path cudadevrt_path(const Toolchain& t) {
+  std::error_code ec;
+  for (const char* folder : {"lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) {
+    std::filesystem::path p = t.cuda_root / folder / k_step_cudadevrt;
+    if (std::filesystem::exists(p, ec)) return p;
+  }
+  return {};
+}
+
+// Whether `folder`, as a client's plan names it (/usr/local/cuda/bin/../targets/x86_64-linux/lib),
+// is one of this toolkit's library folders or their stubs.
+bool is_toolkit_library_folder(const Toolchain& t, const std::string& folder) {
+  auto plain = [](const std::filesystem::path& p) {
+    std::string s = p.lexically_normal().string();
+    while (s.size() > 1 && s.ends_with('/')) s.pop_back();
+    return s;
+  };
+  const std::string asked = plain(folder);
+  for (const char* lib : {"lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) {
+    if (asked == plain(t.cuda_root / lib) || asked == plain(t.cuda_root / lib / "stubs")) return true;
+  }
+  return false;
+}
+
 // The tool's program, and for cicc the folder it reads libdevice from (NVVMIR_LIBRARY_DIR).
 Expected<std::filesystem::path> program(const Toolchain& t, StepTool tool) {
   std::error_code ec;
@@ -30,6 +55,7 @@ Expected<std::filesystem::path> program(const Toolchain& t, StepTool tool) {
     return cicc_path(t);
   }
   if (tool == StepTool::ptxas && t.cuda_present) return t.ptxas;
+  if (tool == StepTool::nvlink && t.cuda_present && !t.nvlink.empty() && !cudadevrt_path(t).empty()) return t.nvlink;
   if (tool == StepTool::clang && !t.libdevice.empty() && !clang_path().empty()) return clang_path();
   return make_error(ErrorCode::k_failed_precondition,
                     "this kcached has no " + std::string(step_tool_name(tool)) + " (CUDA toolkit at '" +
@@ -62,6 +88,18 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
   auto tool = host ? Expected<std::filesystem::path>(work.program) : program(toolchain, work.tool);
   if (!tool) return tool.error();
   if (tool->empty()) return make_error(ErrorCode::k_internal, "a host step without its compiler");
+  // nvlink searches its -L folders for -lcudadevrt (whose digest is in the identity): they must
+  // be this daemon's toolkit's, as the client's plan names them (nvlink writes them into the cubin).
+  if (work.tool == StepTool::nvlink) {
+    for (const std::string& arg : work.args) {
+      if (!arg.starts_with("-L")) continue;
+      if (!is_toolkit_library_folder(toolchain, arg.substr(2))) {
+        return make_error(ErrorCode::k_failed_precondition,
+                          "nvlink's folder '" + arg.substr(2, 200) + "' is not this kcached's toolkit's (" +
+                              toolchain.cuda_root.string() + "): the client links it itself");
+      }
+    }
+  }
   StepFolder folder;
   if (folder.path().empty()) return make_error(ErrorCode::k_internal, "cannot make a folder for the step");
   for (const auto& [name, bytes] : work.inputs) {
@@ -123,7 +161,8 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
 Expected<Digest> own_step_tool_identity(const Toolchain& toolchain, StepTool tool) {
   auto path = program(toolchain, tool);
   if (!path) return path.error();
-  return device_tool_identity(tool, path->string(), toolchain.libdevice.string(), [](const std::string& p) -> Expected<Digest> {
+  const std::string library = tool == StepTool::nvlink ? cudadevrt_path(toolchain).string() : toolchain.libdevice.string();
+  return device_tool_identity(tool, path->string(), library, [](const std::string& p) -> Expected<Digest> {
     auto digest = sha256_file(p);
     if (!digest) return make_error(ErrorCode::k_internal, "cannot read " + p);
     return *digest;

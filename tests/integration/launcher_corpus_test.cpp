@@ -370,18 +370,23 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   }
   fs::path source = m_dir.path() / "multi";
   fs::copy(fs::path(KCACHE_TEST_DATA_DIR) / "launcher_multi", source, fs::copy_options::recursive);
+  // CMake runs CMAKE_CUDA_COMPILER_LAUNCHER for compiles only; its device links (nvcc -dlink) go
+  // through kcache as CMake's CUDA compiler itself: kcache linked as nvcc, which finds the
+  // toolkit's nvcc on PATH or by CUDA_PATH (build-farms.md says so).
+  const fs::path masquerade = m_dir.path() / "kcache-bin" / "nvcc";
+  fs::create_directories(masquerade.parent_path());
+  fs::create_symlink(KCACHE_CLI_PATH, masquerade);
+  const std::string toolkit = "CUDA_PATH=" + nvcc_.parent_path().parent_path().string();
   auto configure = [&](const std::string& build, bool launched) {
-    std::vector<std::string> argv = {"/usr/bin/cmake", "-S", source.string(), "-B", (m_dir.path() / build).string(),
-                                     "-G", "Ninja", "-DCMAKE_CUDA_COMPILER=" + nvcc_.string()};
-    if (launched) {
-      argv.push_back(std::string("-DCMAKE_CUDA_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH);
-      argv.push_back(std::string("-DCMAKE_CXX_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH);
-    }
+    std::vector<std::string> argv = {"/usr/bin/env", toolkit, "/usr/bin/cmake", "-S", source.string(), "-B",
+                                     (m_dir.path() / build).string(), "-G", "Ninja",
+                                     "-DCMAKE_CUDA_COMPILER=" + (launched ? masquerade : nvcc_).string()};
+    if (launched) argv.push_back(std::string("-DCMAKE_CXX_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH);
     ProcessResult r = run(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output << r.error_output;
   };
   auto build = [&](const std::string& build, const std::string& target = {}) {
-    std::vector<std::string> argv = {"/usr/bin/ninja", "-C", (m_dir.path() / build).string()};
+    std::vector<std::string> argv = {"/usr/bin/env", toolkit, "/usr/bin/ninja", "-C", (m_dir.path() / build).string()};
     if (!target.empty()) argv.push_back(target);
     ProcessResult r = run(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output << r.error_output;
@@ -394,6 +399,14 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   auto cold = counts();
   EXPECT_EQ(cold["launcher.compiles"], 4) << "saxpy.cu, reduce.cu and the two executables' sources";
   EXPECT_EQ(cold["cicc.miss"] + cold["cicc.hit"], 4 * 9) << "each file x 9 archs";
+  EXPECT_EQ(cold["launcher.device_links"], 2) << "each executable's device link, through kcache as nvcc";
+  EXPECT_EQ(cold["nvlink.miss"] + cold["nvlink.hit"], 2 * 9) << "each device link x 9 archs, on the daemon";
+  EXPECT_EQ(cold["nvlink.local"], 0);
+  for (const std::string& program : {"app_saxpy", "app_reduce"}) {
+    const std::string link = "CMakeFiles/" + program + ".dir/cmake_device_link.o";
+    EXPECT_TRUE(read_all(m_dir.path() / "launched" / link) == read_all(m_dir.path() / "plain" / link))
+        << link << ": the device link differs from nvcc's";
+  }
   EXPECT_EQ(cold["uncacheable.compiler_c++"] + cold["uncacheable.compiler_g++"], 1) << "report.cpp: C++, run as it would";
   const std::vector<std::string> programs = {"app_saxpy", "app_reduce"};
   for (const std::string& program : programs) {
@@ -405,7 +418,10 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   build("launched");
   auto warm = counts();
   EXPECT_EQ(warm["nvcc.hit"], 4);
+  EXPECT_EQ(warm["direct.hit"], 2) << "no preprocessor ran (the two files without -lineinfo, whose line tables hold files' times)";
   EXPECT_EQ(warm["cicc.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
+  EXPECT_EQ(warm["nvlink.hit"], 2 * 9) << "every device link's nvlink a hit";
+  EXPECT_EQ(warm["nvlink.miss"] + warm["nvlink.local"], 0);
   for (const std::string& program : programs) {
     EXPECT_EQ(device_code_and_symbols(m_dir.path() / "launched" / program),
               device_code_and_symbols(m_dir.path() / "plain" / program))

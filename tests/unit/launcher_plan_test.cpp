@@ -369,7 +369,8 @@ const std::map<std::string, std::string>& expected_outcomes() {
       {"depfile-MD.nvcc", "cached"},
       {"deps-only-M.nvcc", "option -M"},
       {"device-debug-G.nvcc", "option -G"},
-      {"dlink.nvcc", "option -dlink"},
+      {"dlink.nvcc", "device link"},
+      {"cmake-device-link.nvcc", "device link"},
       {"expt-flags.nvcc", "cached"},
       {"fatbin.nvcc", "option -fatbin"},
       {"forward-unknown.nvcc", "cached"},
@@ -509,6 +510,32 @@ std::string check_clang_plan(const Record& r) {
   return "cached";
 }
 
+// nvcc's device link, as the launcher runs it: nvlink's lines go to the daemon (plan_nvlink), no
+// whole compile is looked up (its objects' bytes are in no preprocessed text).
+std::string check_device_link_plan(const Record& r) {
+  std::map<std::string, std::string> vars = {{"PATH", "/usr/bin:/bin"}};
+  auto steps = parse_plan(r.output, vars);
+  if (!steps) return "plan syntax";
+  if (auto refused = plan_refusal(*steps, k_work)) return *refused;
+  EXPECT_EQ(whole_compile_target(*steps, k_work), "") << r.name;
+  auto toolkit_archive = [](const std::string& p) { return p.ends_with("/libcudadevrt.a") || p.ends_with("/libcudart_static.a"); };
+  int links = 0;
+  for (const PlanStep& step : *steps) {
+    if (step.kind != PlanStep::Kind::run || !step.argv.front().ends_with("nvlink")) continue;
+    ++links;
+    NvlinkStep planned = plan_nvlink(step.argv, k_work, toolkit_archive);
+    EXPECT_EQ(planned.refusal, "") << r.name;
+    EXPECT_TRUE(planned.cudadevrt.ends_with("/libcudadevrt.a")) << r.name;
+    for (std::size_t i = 1; i < planned.argv.size(); ++i) {
+      const std::string& a = planned.argv[i];
+      if (a.front() == '-' || planned.argv[i - 1] == "--host-ccbin" || planned.argv[i - 1] == "-L") continue;
+      EXPECT_TRUE(a.starts_with(k_work)) << r.name << ": " << a << " is not named in the work folder";
+    }
+  }
+  EXPECT_GE(links, 1) << r.name;
+  return "device link";
+}
+
 class RecordedPlan : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecordedPlan, GoesTheWayItsShapeShould) {
@@ -537,6 +564,8 @@ TEST_P(RecordedPlan, GoesTheWayItsShapeShould) {
       Invocation again = nvcc ? nvcc_invocation(one) : clang_invocation(one);
       EXPECT_EQ(again.per_source.size(), 1u) << "each source's own line is one compile";
     }
+  } else if (inv.device_link) {
+    outcome = check_device_link_plan(r);
   } else {
     outcome = nvcc ? check_nvcc_plan(r) : check_clang_plan(r);
   }
@@ -717,3 +746,36 @@ TEST(DirectMode, AFileThatAsksForTheTimeHasNoManifest) {
 }
 
 }  // namespace direct_mode
+
+namespace device_link {
+
+using kcache::launcher::plan_nvlink;
+
+// CMake's device link line: its objects and archives named in the work folder, the rest as the
+// plan has it (nvlink writes its options into the cubin).
+TEST(DeviceLink, NvlinksLineNamesEveryFileItLinksInTheWorkFolder) {
+  const std::string work = "/w/";
+  auto exists = [](const std::string& p) {
+    return p == "/cuda/lib/libcudadevrt.a" || p == "/cuda/lib/libcudart_static.a" || p == "/cuda/lib/libcublas_device.a";
+  };
+  auto step = plan_nvlink({"nvlink", "-m64", "--shared", "--arch=sm_80", "--register-link-binaries=/w/x.reg.c", "-L/cuda/lib",
+                           "-lcudadevrt", "-lcudart_static", "-lrt", "-cpu-arch=X86_64", "obj/app.cu.o", "/proj/libcore.a",
+                           "-o", "/w/x.cubin", "--host-ccbin", "gcc"},
+                          work, exists);
+  ASSERT_EQ(step.refusal, "");
+  EXPECT_EQ(step.cudadevrt, "/cuda/lib/libcudadevrt.a");
+  std::vector<std::string> expected = {"nvlink", "-m64", "--shared", "--arch=sm_80", "--register-link-binaries", "/w/x.reg.c",
+                                       "-L/cuda/lib", "-lcudadevrt", "-lcudart_static", "-lrt", "-cpu-arch=X86_64",
+                                       "/w/dlink-input-0.o", "/w/dlink-input-1.a", "-o", "/w/x.cubin", "--host-ccbin", "gcc"};
+  EXPECT_EQ(step.argv, expected);
+  ASSERT_EQ(step.inputs.size(), 2u);
+  EXPECT_EQ(step.inputs[0].first, "obj/app.cu.o");
+  EXPECT_EQ(step.inputs[1].second, "/w/dlink-input-1.a");
+  EXPECT_NE(plan_nvlink({"nvlink", "-lcudadevrt", "a.o"}, work, exists).refusal, "") << "no libcudadevrt.a to name";
+  EXPECT_NE(plan_nvlink({"nvlink", "-L/cuda/lib", "-lcudadevrt", "a.cubin"}, work, exists).refusal, "")
+      << "an input of a kind it does not know";
+  EXPECT_NE(plan_nvlink({"nvlink", "-L/cuda/lib", "-lcudadevrt", "-lcublas_device", "a.o"}, work, exists).refusal, "")
+      << "another library of device code";
+}
+
+}  // namespace device_link

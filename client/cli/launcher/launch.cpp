@@ -84,6 +84,7 @@ int Launch::run() {
   real.insert(real.end(), m_args.begin(), m_args.end());
   if (auto reason = read_option_files()) return unchanged(real, *reason);
   Invocation sources = invocation();
+  m_device_link = sources.device_link;
   if (!sources.unchanged.empty()) return unchanged(real, sources.unchanged);
   if (sources.per_source.size() > 1) {
     // Each source its own compile and object, in order, as the compiler compiles them; the first
@@ -102,7 +103,7 @@ int Launch::run() {
     return finish();
   }
   if (auto reason = plan()) return unchanged(real, *reason);
-  m_stats.add("launcher.compiles");
+  m_stats.add(m_device_link ? "launcher.device_links" : "launcher.compiles");
   if (!run_plan(tasks())) {
     // A failed step: the compiler itself says what failed, with its exit code, and nothing is kept.
     m_stats.add("launcher.failed");
@@ -231,8 +232,11 @@ bool Launch::device_step(Printed& out, StepTool tool, const std::vector<std::str
       auto known = std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.second == arg; });
       if (known == files.end()) {
         std::string name = "f" + std::to_string(files.size()) + fs::path(arg).extension().string();
+        // What an output option names is an output, even where an earlier step wrote it (each
+        // arch's nvlink writes the one registration file); else a file that is there is an input.
         std::error_code ec;
-        (fs::exists(arg, ec) ? spec.inputs : spec.outputs).push_back(name);
+        const bool written = argv[i - 1] == "-o" || argv[i - 1] == "--register-link-binaries";
+        (!written && fs::exists(arg, ec) ? spec.inputs : spec.outputs).push_back(name);
         known = files.emplace(files.end(), name, arg);
       }
       arg = known->first;
@@ -268,7 +272,17 @@ bool Launch::device_step(Printed& out, StepTool tool, const std::vector<std::str
     // Text the daemon would refuse to compile (kcache/step.hpp) is compiled here instead.
     if (!check_step_input(tool, name, contents.back())) return run_locally();
   }
-  auto answer = ask_daemon(wire::step_request(spec, contents), tool);
+  std::optional<v1::StepResponse> answer;
+  if (tool == StepTool::nvlink) {
+    // A device link's objects and archives are large: looked up by their digests first, sent
+    // only when the daemon has no entry.
+    std::vector<Digest> digests;
+    for (const std::string& c : contents) digests.push_back(sha256(c));
+    answer = ask_daemon(wire::step_request(spec, {}, digests), tool);
+    if (!answer) return run_locally();
+    if (answer->exit_code() == 0 && answer->outputs_size() == 0) answer.reset();
+  }
+  if (!answer) answer = ask_daemon(wire::step_request(spec, contents), tool);
   if (!answer) return run_locally();
   if (answer->exit_code() != 0) return false;  // the real compiler reruns and reports it
   for (const v1::StepFile& f : answer->outputs()) {
@@ -489,7 +503,7 @@ std::optional<Digest> Launch::direct_key() {
   if (m_direct_key) return *m_direct_key;
   m_direct_key.emplace();
   const OptionTable* table = direct_table();
-  if (table == nullptr || std::getenv("KCACHE_NODIRECT") != nullptr) return std::nullopt;
+  if (table == nullptr || m_device_link || std::getenv("KCACHE_NODIRECT") != nullptr) return std::nullopt;
   auto args = direct_args(*table, m_args);
   if (!args) return std::nullopt;
   auto tools = direct_tools();

@@ -193,6 +193,7 @@ class Launch {
   // step's; once for a command line, so not by a later source's launch of it.
   Printed m_driver;
   bool m_later_source = false;
+  bool m_device_link = false;  // nvcc -dlink (Invocation::device_link)
   std::map<std::string, std::string> m_env;  // the plan's environment
   LocalStats m_stats;
 

@@ -31,6 +31,19 @@ std::string next_on_path(const std::string& name) {
   });
 }
 
+// The toolkit's nvcc: $CUDA_PATH/bin/nvcc, $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc;
+// empty when none is there.
+std::string toolkit_nvcc() {
+  std::error_code ec;
+  for (const char* variable : {"CUDA_PATH", "CUDA_HOME"}) {
+    const char* root = std::getenv(variable);
+    if (root == nullptr || *root == '\0') continue;
+    fs::path nvcc = fs::path(root) / "bin" / "nvcc";
+    if (fs::exists(nvcc, ec)) return nvcc.string();
+  }
+  return fs::exists("/usr/local/cuda/bin/nvcc", ec) ? "/usr/local/cuda/bin/nvcc" : "";
+}
+
 // Runs the real compiler in place of this process: its outputs, diagnostics and exit code.
 [[noreturn]] void exec_compiler(const std::vector<std::string>& argv) {
   std::vector<char*> args;
@@ -51,6 +64,9 @@ std::optional<int> launch_if_compiler(int argc, char** argv) {
   if (CompilerKind kind = compiler_kind(argv[0]); kind != CompilerKind::none) {
     const std::string name = basename_of(argv[0]);
     compiler = next_on_path(name);
+    // nvcc where the toolkit's folder is not on PATH (CMake names its CUDA compiler by path):
+    // the toolkit's, as CUDA_PATH, CUDA_HOME or the usual place name it.
+    if (compiler.empty() && kind == CompilerKind::nvcc) compiler = toolkit_nvcc();
     if (compiler.empty()) {
       std::fprintf(stderr, "kcache: run as %s, but no other %s is on PATH\n", name.c_str(), name.c_str());
       return 127;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <span>
 
 #include "kcache/headers_digest.hpp"
@@ -261,6 +262,7 @@ class NvccLaunch : public Launch {
     if (program == "cicc") return cicc_step(argv, out);
     if (program == "cudafe++") return cudafe_step(argv, out);
     if (program == "ptxas") return ptxas_step(argv, out);
+    if (program == "nvlink") return nvlink_step(argv, out);
     if (is_host_compiler(program) && is_host_compile(argv, work())) return host_step(argv, out);
     return run_here(argv, &out);
   }
@@ -323,6 +325,37 @@ class NvccLaunch : public Launch {
       a = copy;
     }
     return device_step(out, StepTool::ptxas, stamped, program_identity(argv.front()));
+  }
+
+  // nvlink (a device link), on the daemon, as plan_nvlink writes its line: the objects and
+  // archives it links are linked into the work folder by name (device_step sends them).
+  bool nvlink_step(const std::vector<std::string>& argv, Printed& out) {
+    NvlinkStep step = plan_nvlink(argv, work(), [](const std::string& path) {
+      std::error_code ec;
+      return fs::is_regular_file(path, ec);
+    });
+    if (!step.refusal.empty()) {
+      m_stats.add("nvlink.local");
+      return run_here(argv, &out);
+    }
+    // Each arch's nvlink links the same files under the same names: made by the first.
+    bool linked = true;
+    {
+      std::lock_guard lock(m_nvlink_inputs_mutex);
+      for (const auto& [from, to] : step.inputs) {
+        std::error_code ec;
+        const fs::path target = fs::absolute(from, ec);
+        if (fs::read_symlink(to, ec) == target) continue;
+        fs::create_symlink(target, to, ec);
+        linked = linked && !ec;
+      }
+    }
+    if (!linked) {
+      m_stats.add("nvlink.local");
+      return run_here(argv, &out);
+    }
+    return device_step(out, StepTool::nvlink, step.argv, device_identity(StepTool::nvlink, argv.front(), step.cudadevrt), {},
+                       argv);
   }
 
   // cudafe++, here. Where it names the unit's module ID by its time and process ID
@@ -439,6 +472,7 @@ class NvccLaunch : public Launch {
   std::optional<v1::StepRequest> m_whole_request;  // the whole compile's look-up, hit or missed
   std::vector<std::size_t> m_preprocessor_slots;  // the tasks a whole compile's hit runs (before its look-up)
   bool m_whole_hit = false;
+  std::mutex m_nvlink_inputs_mutex;  // nvlink_step's links into the work folder
 };
 
 }  // namespace

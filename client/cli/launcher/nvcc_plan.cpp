@@ -293,6 +293,64 @@ std::string whole_compile_target(const std::vector<PlanStep>& steps, std::string
   return preprocessed && host_compiles == 1 ? target : std::string();
 }
 
+NvlinkStep plan_nvlink(const std::vector<std::string>& argv, std::string_view work,
+                       const std::function<bool(const std::string&)>& exists) {
+  NvlinkStep out;
+  if (argv.empty()) return out.refusal = "no program", out;
+  std::vector<std::string> folders;  // -L, in order
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i] == "-L" && i + 1 < argv.size()) folders.push_back(argv[++i]);
+    else if (argv[i].starts_with("-L") && argv[i].size() > 2) folders.push_back(argv[i].substr(2));
+  }
+  auto find_library = [&](const std::string& name) -> std::string {
+    for (const std::string& folder : folders) {
+      std::string path = folder + "/lib" + name + ".a";
+      if (exists(path)) return path;
+    }
+    return {};
+  };
+  out.argv.push_back(argv.front());
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.starts_with("--register-link-binaries=")) {  // the option, then its file (nvlink reads both alike)
+      out.argv.push_back("--register-link-binaries");
+      out.argv.push_back(a.substr(std::string_view("--register-link-binaries=").size()));
+      continue;
+    }
+    if (a == "-o" || a == "--output-file" || a == "--host-ccbin" || a == "--register-link-binaries" || a == "-L") {
+      out.argv.push_back(a);
+      if (i + 1 < argv.size()) out.argv.push_back(argv[++i]);
+      continue;
+    }
+    if (a.starts_with("-l") && a.size() > 2) {
+      // Libraries stay as the plan names them (nvlink writes its options into the cubin). Those
+      // it finds hold device code only in libcudadevrt.a (in nvlink's identity); a library of
+      // the toolkit's with no device code passes (libcudart_static.a, libculibos.a); any other
+      // found is linked here.
+      std::string name = a.substr(2), path = find_library(name);
+      if (name == "cudadevrt") {
+        if (path.empty()) return out.refusal = "nvlink: no libcudadevrt.a in its -L folders", out;
+        out.cudadevrt = path;
+      } else if (!path.empty() && name != "cudart_static" && name != "culibos") {
+        return out.refusal = "nvlink: a library of device code (" + name + ")", out;
+      }
+      out.argv.push_back(a);
+      continue;
+    }
+    if (a.empty() || a.front() == '-' || a.starts_with(work)) {  // an option, or a file of the plan's own
+      out.argv.push_back(a);
+      continue;
+    }
+    std::string ext = std::filesystem::path(a).extension().string();
+    if (ext != ".o" && ext != ".a" && ext != ".obj" && ext != ".lib") return out.refusal = "nvlink input " + ext, out;
+    std::string name = std::string(work) + "dlink-input-" + std::to_string(out.inputs.size()) + ext;
+    out.inputs.emplace_back(a, name);
+    out.argv.push_back(name);
+  }
+  if (out.cudadevrt.empty()) return out.refusal = "nvlink: no -lcudadevrt", out;
+  return out;
+}
+
 HostSplit split_host_compile(const std::vector<std::string>& argv, std::string_view work, const std::string& object,
                              const std::string& text) {
   HostSplit out;

@@ -63,6 +63,23 @@ std::optional<std::string> plan_refusal(const std::vector<PlanStep>& steps, std:
 // debug information (which names the work folder); empty otherwise.
 std::string whole_compile_target(const std::vector<PlanStep>& steps, std::string_view work);
 
+// nvcc's device link (nvcc -dlink), its nvlink line as the daemon runs it (a Step of tool nvlink):
+// each object and archive it links given a work folder name (`inputs`: the build's file and its
+// name there, for the launcher to link), everything else as the plan has it: nvlink writes its
+// options, -L folders included, into the cubin, so the daemon runs them as they are, where they
+// name its own toolkit's folders (the launcher runs nvlink itself where they do not). -lcudadevrt
+// must be found in those folders (its archive's digest is in nvlink's identity); a library of
+// device code other than it refuses the step (`refusal`: nvlink then runs here, as the plan has
+// it). `exists` says whether a file is there.
+struct NvlinkStep {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string cudadevrt;  // the libcudadevrt.a -lcudadevrt names
+  std::string refusal;
+};
+NvlinkStep plan_nvlink(const std::vector<std::string>& argv, std::string_view work,
+                       const std::function<bool(const std::string&)>& exists);
+
 // The host compile of cudafe++'s output, split for its host entry: `compile` writes `object`
 // in place of the plan's output (`target`); `preprocess` writes its translation unit to `text`
 // (GCC: -fdirectives-only, includes and conditionals done, macros left, which GCC compiles with

@@ -470,6 +470,20 @@ CompilerKind compiler_kind(std::string_view program) {
 }
 
 Invocation nvcc_invocation(const std::vector<std::string>& args) {
+  // A device link (-dlink, with -shared as CMake writes it), and no other mode: one command line,
+  // whose objects and archives nvlink links together.
+  bool device_link = false, other = false, standard_input = false;
+  std::size_t inputs = 0;
+  for (const Arg& a : read_args(nvcc_options(), args)) {
+    device_link |= a.spelling == "-dlink" || a.spelling == "--device-link";
+    const bool link_mode = a.spelling == "-dlink" || a.spelling == "--device-link" || a.spelling == "-shared" ||
+                           a.spelling == "--shared";
+    other |= (a.affects(k_other_mode) && !link_mode) ||
+             a.affects(k_compile_mode) || a.spelling == "-G" || a.spelling == "--device-debug";
+    standard_input |= a.is_input() && args[a.index] == "-";
+    inputs += a.is_input() ? 1 : 0;
+  }
+  if (device_link && !other && !standard_input && inputs > 0) return {{}, {args}, true};
   Invocation out = one_rule(nvcc_options(), args, "");
   if (!out.unchanged.empty()) return out;
   for (const Arg& a : read_args(nvcc_options(), args)) {

@@ -96,6 +96,7 @@ inline bool is_host_compiler(std::string_view program) {
 struct Invocation {
   std::string unchanged;
   std::vector<std::vector<std::string>> per_source;
+  bool device_link = false;  // nvcc -dlink: its one command line links every input together
 };
 Invocation nvcc_invocation(const std::vector<std::string>& args);
 Invocation clang_invocation(const std::vector<std::string>& args);

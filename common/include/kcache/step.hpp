@@ -29,12 +29,15 @@ namespace kcache {
 // nvcc's whole compile of a translation unit past its preprocessors (cudafe++, each arch's cicc
 // and ptxas, fatbinary and the host compile), named by the preprocessed texts and the plan, whose
 // object a warm launch takes without running any of them (like host, never run by the daemon).
-enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4, nvcc = 5 };
+enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4, nvcc = 5, nvlink = 6 };
 
-std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang", "nvcc"
+std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang", "nvcc", "nvlink"
 std::optional<StepTool> parse_step_tool(std::string_view name);
-std::span<const StepTool> all_step_tools();      // cicc, clang, ptxas, host, nvcc: the order stats list them
-inline constexpr std::size_t k_step_tool_count = 5;
+std::span<const StepTool> all_step_tools();      // cicc, clang, ptxas, nvlink, host, nvcc: the order stats list them
+inline constexpr std::size_t k_step_tool_count = 6;
+// The device-link library nvlink links for `-lcudadevrt` (the daemon's own toolkit's, by its
+// digest in nvlink's identity), in the toolkit's library folder.
+inline constexpr std::string_view k_step_cudadevrt = "libcudadevrt.a";
 // The cache a step's entry lives in: device for cicc, clang and ptxas, host for the host compile
 // and nvcc's whole compile (objects, behind the host wall).
 Side step_side(StepTool tool);
@@ -130,8 +133,8 @@ Expected<Digest> clang_compiler_identity(const std::string& clang,
 // libdevice.10.bc; ptxas's program; the host compiler's driver and compiler proper. The launcher and the daemon each hash their own files.
 Digest step_tool_identity(StepTool tool, std::span<const Digest> files);
 
-// A device step tool's identity from its program and the libdevice.10.bc it links (cicc and
-// clang; ignored for ptxas): the files of step_tool_identity's list, in its order, each hashed by
+// A device step tool's identity from its program and the library it links: libdevice.10.bc (cicc
+// and clang), libcudadevrt.a (nvlink), none for ptxas: the files of step_tool_identity's list, in its order, each hashed by
 // `digest_of`. The launcher (its plan's programs, its digests kept by file identity) and the
 // daemon (its own toolkit) both call this, so their lists cannot drift apart.
 Expected<Digest> device_tool_identity(StepTool tool, const std::string& program, const std::string& libdevice,

@@ -145,6 +145,10 @@ record bazel-rules-cuda.nvcc -x cu -Xcompiler -fPIC -Iinc -isystem /usr/local/cu
 
 # nvcc: shapes the launcher should not cache (device link, link)
 record dlink.nvcc -dlink -arch=sm_80 a.o b.o -o dlink.o
+record cmake-device-link.nvcc -forward-unknown-to-host-compiler "--generate-code=arch=compute_80,code=[compute_80,sm_80]" \
+  "--generate-code=arch=compute_90,code=[compute_90,sm_90]" -Xcompiler=-fPIC -Wno-deprecated-gpu-targets -shared -dlink \
+  obj/app.cu.o -o obj/cmake_device_link.o libcore.a -lcudadevrt -lcudart_static -lrt -lpthread -ldl \
+  -L/usr/local/cuda/targets/x86_64-linux/lib/stubs -L/usr/local/cuda/targets/x86_64-linux/lib
 record link.nvcc -arch=sm_80 a.o b.o -o app
 record compile-and-link.nvcc -arch=sm_80 k.cu main.cpp -o app
 
