@@ -23,7 +23,6 @@ Usage: bench/launcher.py [build-dir]   ROUNDS=5 by default; KCACHE_BENCH_OUT for
        KCACHE_BENCH_PARTS="files project farm" (all by default);
        KCACHE_BENCH_NOTE for a sentence about the machine (what else ran).
 """
-import json
 import os
 import shlex
 import shutil
@@ -165,9 +164,18 @@ def farm(work, env):
     for k in ("CCACHE_DIR", "CCACHE_BASEDIR", "SCCACHE_DIR", "KCACHE_NODIRECT"):
         base.pop(k, None)
 
+    # kcache as CMake's CUDA compiler (linked as nvcc): its compiles and its device links pass
+    # through it (build-farms.md); ccache and sccache as the compiler launcher, as their users run them.
+    masquerade = work / "kcache-bin" / "nvcc"
+    masquerade.parent.mkdir(parents=True, exist_ok=True)
+    masquerade.symlink_to(KCACHE)
+    base["CUDA_PATH"] = str(CUDA)
+
     def configure(folder, launcher, e):
-        args = ["cmake", "-S", str(project), "-B", str(work / folder), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={NVCC}"]
-        if launcher:
+        compiler = masquerade if launcher == "kcache" else NVCC
+        args = ["cmake", "-S", str(project), "-B", str(work / folder), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={compiler}",
+]
+        if launcher and launcher != "kcache":
             args.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}")
         subprocess.run(args, check=True, capture_output=True, env=e)
 
@@ -178,14 +186,13 @@ def farm(work, env):
         print(f"farm {folder}{' after clean' if clean else ''}: {seconds:.1f} s", file=sys.stderr)
         return seconds
 
-    def one_file(folder, launcher, e):
-        """The median of 5 compiles of one file (src/core_00.cu, its object removed) through `launcher`."""
-        db = json.loads((work / folder / "compile_commands.json").read_text())
-        entry = next(c for c in db if c["file"].endswith("core_00.cu"))
-        argv = shlex.split(entry["command"])
-        if argv[0] != str(NVCC):
-            argv = argv[1:]  # the launcher CMake put before nvcc
-        return statistics.median(timed(([launcher] if launcher else []) + argv, e, entry["directory"]) for _ in range(5))
+    def one_file(folder, e):
+        """The median of 5 compiles of one file (src/core_00.cu), the command ninja runs, each a hit."""
+        target = "CMakeFiles/farmcore.dir/src/core_00.cu.o"
+        commands = subprocess.run(["ninja", "-C", str(work / folder), "-t", "commands", target], env=e, check=True,
+                                  capture_output=True, text=True).stdout.splitlines()
+        argv = shlex.split(commands[-1])
+        return statistics.median(timed(argv, e, work / folder) for _ in range(5))
 
     results = {}
     plain_env = dict(base)
@@ -200,15 +207,15 @@ def farm(work, env):
     a, b = Daemon(work, fleet), Daemon(work, fleet)
     try:
         k = dict(base, KCACHE_SERVER=f"127.0.0.1:{a.port}", KCACHE_STATE_DIR=str(work / "kstate-a"))
-        configure("kcache-1", str(KCACHE), k)
+        configure("kcache-1", "kcache", k)
         results["kcache cold"] = build("kcache-1", k)
         results["kcache warm"] = build("kcache-1", k, clean=True)
         results["kcache warm, direct mode off"] = build("kcache-1", dict(k, KCACHE_NODIRECT="1"), clean=True)
-        configure("kcache-2", str(KCACHE), k)
+        configure("kcache-2", "kcache", k)
         results["kcache another folder"] = build("kcache-2", k)
-        results["kcache one file warm"] = one_file("kcache-1", str(KCACHE), k)
+        results["kcache one file warm"] = one_file("kcache-1", k)
         kb = dict(base, KCACHE_SERVER=f"127.0.0.1:{b.port}", KCACHE_STATE_DIR=str(work / "kstate-b"))
-        configure("kcache-3", str(KCACHE), kb)
+        configure("kcache-3", "kcache", kb)
         results["kcache second daemon, same Redis"] = build("kcache-3", kb)
     finally:
         a.stop()
@@ -222,7 +229,7 @@ def farm(work, env):
         results["ccache warm"] = build("ccache-1", c, clean=True)
         configure("ccache-2", "ccache", c)
         results["ccache another folder"] = build("ccache-2", c)
-        results["ccache one file warm"] = one_file("ccache-1", "ccache", c)
+        results["ccache one file warm"] = one_file("ccache-1", c)
     if shutil.which("sccache"):
         sc = dict(base, SCCACHE_DIR=str(work / "sccache"), SCCACHE_SERVER_PORT=str(free_port()))
         subprocess.run(["sccache", "--start-server"], env=sc, capture_output=True)
@@ -253,6 +260,7 @@ def farm(work, env):
     lines = [f"## The farm benchmark (bench/launcher.py, part farm, {time.strftime('%Y-%m-%d')})", "",
              f"bench/farm_project.py's CMake project ({files} CUDA files, archs {farm_project.ARCHS.replace(';', ', ')}, "
              "a static library with separable compilation, six executables with device links), "
+             "kcache as CMake's CUDA compiler (linked as nvcc: compiles and device links), ccache and sccache as "
              "`CMAKE_CUDA_COMPILER_LAUNCHER`, `ninja -j2`, whole-build wall time, each build once, one after the other in "
              "one run. Warm: `ninja -t clean`, then the build again; another folder: a second build folder on the same "
              "machine (ccache with `CCACHE_BASEDIR`); second daemon: a fresh machine's state on a second kcached sharing "

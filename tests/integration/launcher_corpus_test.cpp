@@ -402,6 +402,7 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   EXPECT_EQ(cold["launcher.device_links"], 2) << "each executable's device link, through kcache as nvcc";
   EXPECT_EQ(cold["nvlink.miss"] + cold["nvlink.hit"], 2 * 9) << "each device link x 9 archs, on the daemon";
   EXPECT_EQ(cold["nvlink.local"], 0);
+  EXPECT_EQ(cold["device_link.miss"], 2);
   for (const std::string& program : {"app_saxpy", "app_reduce"}) {
     const std::string link = "CMakeFiles/" + program + ".dir/cmake_device_link.o";
     EXPECT_TRUE(read_all(m_dir.path() / "launched" / link) == read_all(m_dir.path() / "plain" / link))
@@ -420,13 +421,24 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   EXPECT_EQ(warm["nvcc.hit"], 4);
   EXPECT_EQ(warm["direct.hit"], 2) << "no preprocessor ran (the two files without -lineinfo, whose line tables hold files' times)";
   EXPECT_EQ(warm["cicc.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
-  EXPECT_EQ(warm["nvlink.hit"], 2 * 9) << "every device link's nvlink a hit";
-  EXPECT_EQ(warm["nvlink.miss"] + warm["nvlink.local"], 0);
+  EXPECT_EQ(warm["device_link.hit"], 2) << "each device link's object, named by its inputs' bytes";
+  EXPECT_EQ(warm["nvlink.hit"] + warm["nvlink.miss"] + warm["nvlink.local"], 0) << "no nvlink ran";
+  for (const std::string& program : {"app_saxpy", "app_reduce"}) {
+    const std::string link = "CMakeFiles/" + program + ".dir/cmake_device_link.o";
+    EXPECT_TRUE(read_all(m_dir.path() / "launched" / link) == read_all(m_dir.path() / "plain" / link)) << link << " warm";
+  }
   for (const std::string& program : programs) {
     EXPECT_EQ(device_code_and_symbols(m_dir.path() / "launched" / program),
               device_code_and_symbols(m_dir.path() / "plain" / program))
         << program << " after ninja clean";
   }
+  // A device-side edit of the library: its device link misses (and its nvlink steps run again).
+  std::string saxpy = read_all(source / "src" / "saxpy.cu");
+  std::ofstream(source / "src" / "saxpy.cu") << saxpy << "\n__device__ int kcache_test_edit() { return 1; }\n";
+  build("launched");
+  auto edited = counts();
+  EXPECT_EQ(edited["device_link.miss"], 2);
+  EXPECT_EQ(edited["nvlink.miss"], 2 * 9);
 }
 
 }  // namespace

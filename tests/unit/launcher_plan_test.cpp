@@ -633,6 +633,10 @@ TEST(DirectMode, TheFolderMattersWhereAPathIsRelativeOrDebugInformationNamesIt) 
   EXPECT_TRUE(direct_args(nvcc, words({"-Iinc", "-c", "/s/k.cu"}))->folder_matters) << "a relative -I";
   EXPECT_TRUE(direct_args(nvcc, words({"-g", "-c", "/s/k.cu"}))->folder_matters) << "host debug information";
   EXPECT_TRUE(direct_args(nvcc, words({"-Xcompiler", "-Iinc", "-c", "/s/k.cu"}))->folder_matters);
+  EXPECT_TRUE(direct_args(nvcc, words({"-Xcompiler=-fPIC,-g", "-c", "/s/k.cu"}))->folder_matters);
+  EXPECT_TRUE(direct_args(nvcc, words({"-Xcompiler=-fprofile-arcs", "-c", "/s/k.cu"}))->folder_matters);
+  EXPECT_FALSE(direct_args(nvcc, words({"-Xcompiler=-fPIC,-O2,-isystem/opt/x", "-c", "/s/k.cu"}))->folder_matters)
+      << "CMake's -Xcompiler=-fPIC names no folder";
   EXPECT_FALSE(direct_args(nvcc, words({"-DNAME=rel/path", "-c", "/s/k.cu"}))->folder_matters) << "a macro is no path";
   EXPECT_FALSE(direct_args(nvcc, words({"-lineinfo", "-c", "/s/k.cu"}))) << "line tables hold the files' times";
   EXPECT_FALSE(direct_args(nvcc, words({"-MD", "-c", "/s/k.cu"}))) << "a dependency file named by nvcc alone";

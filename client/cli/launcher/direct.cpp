@@ -95,8 +95,28 @@ std::optional<DirectArgs> direct_args(const OptionTable& table, const std::vecto
       out.folder_matters |= relative && !is_one_of(a.spelling, {"-D", "--define-macro", "-U", "--undefine-macro"});
     }
     if (a.affects(k_host_compiler)) {
-      // Options passed on to the host compiler may name folders and ask for debug information.
-      for (std::string_view word : {"-I", "-i", "-g", "-f", "-M"}) out.folder_matters |= a.value.find(word) != std::string::npos;
+      // Options passed on to the host compiler (-Xcompiler=-fPIC,-O2) may name folders (a
+      // relative -I, -include), ask for debug information or name paths in what they write.
+      for (std::size_t at = 0; at <= a.value.size();) {
+        std::size_t end = std::min(a.value.find(',', at), a.value.size());
+        std::string_view word = std::string_view(a.value).substr(at, end - at);
+        at = end + 1;
+        if (word.starts_with("-g") || word.starts_with("-M")) out.folder_matters = true;
+        if (word.starts_with("-I") || word.starts_with("-i")) {
+          // A path joined to its option matters where it is relative; one in the next word, always.
+          bool relative = true;
+          for (std::string_view option : {"-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-I"}) {
+            if (!word.starts_with(option)) continue;
+            std::string_view path = word.substr(option.size());
+            relative = path.empty() || path.front() != '/' || path.find("/.") != std::string_view::npos;
+            break;
+          }
+          out.folder_matters |= relative;
+        }
+        for (std::string_view named : {"prefix-map", "profile", "debug", "coverage", "dump"}) {
+          out.folder_matters |= word.starts_with("-f") && word.find(named) != std::string_view::npos;
+        }
+      }
     }
     out.words.insert(out.words.end(), written.begin(), written.end());
   }

@@ -98,8 +98,8 @@ int Launch::run() {
     return 0;
   }
   if (work().empty()) return unchanged(real, "no temporary folder");
-  if (direct_hit()) {
-    m_stats.add("launcher.compiles");
+  if (answered_before_plan()) {
+    m_stats.add(m_device_link ? "launcher.device_links" : "launcher.compiles");
     return finish();
   }
   if (auto reason = plan()) return unchanged(real, *reason);
@@ -387,9 +387,10 @@ bool Launch::holds_object(const std::optional<v1::StepResponse>& found) {
   return found && found->exit_code() == 0 && found->outputs_size() == 1;
 }
 
-bool Launch::take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object) {
+bool Launch::take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object,
+                         std::string_view counted_as) {
   if (!use_object(out, found.outputs(0).content(), found.stdout_text(), found.stderr_text(), object)) return false;
-  m_stats.add(std::string(step_tool_name(tool)) + ".hit");
+  m_stats.add(std::string(counted_as.empty() ? step_tool_name(tool) : counted_as) + ".hit");
   return true;
 }
 
@@ -401,8 +402,9 @@ bool Launch::use_object(Printed& printed, std::string_view bytes, std::string_vi
 }
 
 void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
-                          const std::string& err) {
-  m_stats.add(std::string(step_tool_name(tool)) + ".miss");
+                          const std::string& err, std::string_view counted_as) {
+  const std::string counted(counted_as.empty() ? step_tool_name(tool) : counted_as);
+  m_stats.add(counted + ".miss");
   auto keep_here = [&] { LocalObjects::open().put(request, read_file(object), out, err); };
   kcache::Client* c = client();
   if (c == nullptr || m_unpublished) return keep_here();
@@ -415,17 +417,18 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
   if (kept) return;
   if (kept.error().code == ErrorCode::k_permission_denied) {
     m_unpublished = true;  // the compile role: no later offer of this launch is sent
-    m_stats.add(std::string(step_tool_name(tool)) + ".unpublished");
+    m_stats.add(counted + ".unpublished");
     keep_here();
   } else {
-    m_stats.add("launcher.refused." + std::string(step_tool_name(tool)));
+    m_stats.add("launcher.refused." + counted);
   }
 }
 
-bool Launch::take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object) {
+bool Launch::take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object,
+                               std::string_view counted_as) {
   auto found = LocalObjects::open().get(request);
   if (!found || !use_object(out, found->object, found->stdout_text, found->stderr_text, object)) return false;
-  m_stats.add(std::string(step_tool_name(tool)) + ".local_hit");
+  m_stats.add(std::string(counted_as.empty() ? step_tool_name(tool) : counted_as) + ".local_hit");
   return true;
 }
 

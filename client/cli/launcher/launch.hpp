@@ -68,6 +68,9 @@ class Launch {
   // program's digest, the host compiler's identity), or nullopt where it has none.
   virtual const OptionTable* direct_table() const { return nullptr; }
   virtual std::optional<std::string> direct_tools() { return std::nullopt; }
+  // Whether the compile is answered before any plan is made (direct_hit; nvcc's device link, from
+  // its inputs' bytes): its outputs staged, what it printed kept.
+  virtual bool answered_before_plan() { return direct_hit(); }
 
   // The manifest's key for this command line in this folder and environment; nullopt: none.
   std::optional<Digest> direct_key();
@@ -80,6 +83,9 @@ class Launch {
   // and the dependency file staged at `dependencies` (empty: none).
   void direct_record(const v1::StepRequest& whole, const std::vector<std::string>& texts, const Printed& printed,
                      const std::string& dependencies);
+
+  // What a compile answered before its plan printed, printed after the driver's messages.
+  void add_printed(Printed printed) { m_printed.push_back(std::move(printed)); }
 
   // The launch's folder for the compiler's temporary files ("" when none could be made); ends in '/'.
   const std::string& work() const { return m_work_prefix; }
@@ -127,7 +133,8 @@ class Launch {
   // Whether the daemon's answer to it (ask_daemon) found the object; take_object then writes it to
   // `object` and keeps what its compile printed, to print.
   static bool holds_object(const std::optional<v1::StepResponse>& found);
-  bool take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object);
+  bool take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object,
+                   std::string_view counted_as = {});
   // Writes an object from anywhere but this compile (the daemon, this machine's store) to
   // `object`, and keeps what its compile printed, to print; false when it cannot be written.
   bool use_object(Printed& printed, std::string_view bytes, std::string_view out, std::string_view err,
@@ -136,10 +143,11 @@ class Launch {
   // build goes on whether the daemon keeps it or not. What no daemon keeps for this client (it
   // may not publish, or none answers) is kept in this machine's own objects instead.
   void offer_object(v1::StepRequest request, StepTool tool, const std::string& object, const std::string& out,
-                    const std::string& err);
+                    const std::string& err, std::string_view counted_as = {});
   // This machine's own objects (local_objects.hpp), looked at before the daemon is asked: a hit
   // writes `object`, keeps what its compile printed, and counts TOOL.local_hit.
-  bool take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object);
+  bool take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object,
+                         std::string_view counted_as = {});
 
   // A device step tool's identity (device_tool_identity, kcache/step.hpp): its program as the
   // plan's PATH finds it, the libdevice it links (cicc, clang), each file's digest kept by identity.

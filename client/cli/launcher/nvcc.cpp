@@ -31,10 +31,22 @@ class NvccLaunch : public Launch {
   std::unique_ptr<Launch> for_source(std::vector<std::string> args) const override {
     return std::make_unique<NvccLaunch>(m_compiler, std::move(args));
   }
-  std::vector<Task> tasks() override { return plan_tasks(); }
+  std::vector<Task> tasks() override {
+    std::vector<Task> list = plan_tasks();
+    for (const Task& t : list) m_all_slots.push_back(t.slot.value_or(m_all_slots.size()));
+    return list;
+  }
   // The whole compile's object, when it missed, offered with what the skipped steps printed.
-  // Then this command line's manifest gains the compile (direct mode), naming that object.
+  // Then this command line's manifest gains the compile (direct mode), naming that object. A device
+  // link's object, which its plan wrote in place, is offered (or kept here) likewise.
   void after_plan() override {
+    if (m_device_link_request) {
+      const std::string target = object_path(nvcc_options(), m_args);
+      Printed printed = m_driver, steps = printed_in(m_all_slots);
+      printed.add(steps.out, steps.err);
+      if (fs::exists(target)) offer_object(*m_device_link_request, StepTool::nvcc, target, printed.out, printed.err, "device_link");
+      return;
+    }
     if (!m_whole_request) return;
     if (!m_whole_hit) {
       if (!fs::exists(object_file())) return;
@@ -45,6 +57,66 @@ class NvccLaunch : public Launch {
     for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
     const std::string deps = work() + "kcache-dependencies.d";
     direct_record(*m_whole_request, texts, printed_in(m_preprocessor_slots), fs::exists(deps) ? deps : std::string());
+  }
+
+  // A device link (nvcc -dlink) answered from its inputs' bytes, before any plan: its object is
+  // named by the command line (the object's place left out), the digest of every object and
+  // archive it links and of every -l library found in its -L folders, and its tools (nvcc's as
+  // direct_tools names them, and nvlink). Found in this machine's objects or the daemon's, it is
+  // the object; else the plan runs (each nvlink a step of its own) and its object is offered.
+  bool answered_before_plan() override {
+    if (!m_device_link) return direct_hit();
+    m_device_link_request = device_link_request();
+    if (!m_device_link_request) return false;
+    const std::string object = object_file();
+    Printed printed;
+    bool hit = take_local_object(printed, *m_device_link_request, StepTool::nvcc, object, "device_link");
+    if (!hit) {
+      auto found = ask_daemon(*m_device_link_request, StepTool::nvcc);
+      hit = holds_object(found) && take_object(printed, *found, StepTool::nvcc, object, "device_link");
+    }
+    if (!hit) return false;
+    stage(object, object_path(nvcc_options(), m_args));
+    add_printed(std::move(printed));
+    return true;
+  }
+
+  std::optional<v1::StepRequest> device_link_request() {
+    auto tools = direct_tools();
+    if (!tools) return std::nullopt;
+    std::error_code ec;
+    fs::path nvlink = fs::canonical(find_program(m_compiler, m_env), ec).parent_path() / "nvlink";
+    auto nvlink_digest = file_digest(nvlink.string());
+    if (ec || !nvlink_digest) return std::nullopt;
+    std::string text = "kcache-device-link 1\n" + *tools + "\nnvlink=" + to_hex(*nvlink_digest) + "\n";
+    std::vector<std::string> folders;
+    const std::vector<Arg> args = read_args(nvcc_options(), m_args);
+    for (const Arg& a : args) {
+      if (a.spelling == "-L" || a.spelling == "--library-path") folders.push_back(a.value);
+    }
+    auto file = [&](const std::string& path) -> bool {
+      auto digest = sha256_file(path);
+      if (!digest) return false;
+      text += "file\0" + path + '\0' + to_hex(*digest) + '\n';
+      return true;
+    };
+    for (const Arg& a : args) {
+      auto first = m_args.begin() + static_cast<std::ptrdiff_t>(a.index);
+      if (a.affects(k_output)) continue;  // the object's place
+      for (auto w = first; w != first + static_cast<std::ptrdiff_t>(a.count); ++w) text += "arg\0" + *w + '\n';
+      if (a.is_input() && !file(m_args[a.index])) return std::nullopt;
+      if (a.spelling == "-l" || a.spelling == "--library") {
+        for (const std::string& folder : folders) {
+          std::string path = folder + "/lib" + a.value + ".a";
+          if (fs::exists(path, ec)) {
+            if (!file(path)) return std::nullopt;
+            break;
+          }
+        }
+      }
+    }
+    return object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, std::vector<Digest>{sha256(*tools)}), {},
+                          {{"device-link", sha256(text)}});
   }
 
   // Direct mode: nvcc's options, and its tools by their files' digests (kept by file identity:
@@ -473,6 +545,8 @@ class NvccLaunch : public Launch {
   std::vector<std::size_t> m_preprocessor_slots;  // the tasks a whole compile's hit runs (before its look-up)
   bool m_whole_hit = false;
   std::mutex m_nvlink_inputs_mutex;  // nvlink_step's links into the work folder
+  std::optional<v1::StepRequest> m_device_link_request;  // a device link's object, by its inputs' bytes
+  std::vector<std::size_t> m_all_slots;  // every task's slot, in plan order
 };
 
 }  // namespace
