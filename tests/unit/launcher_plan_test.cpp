@@ -684,7 +684,7 @@ TEST(DirectMode, AManifestReadsBackAsWritten) {
 // A file system of a few files, counting what it hashes.
 struct FakeFiles {
   std::map<std::string, std::pair<FileState, std::string>> files;
-  int hashed = 0;
+  int hashed = 0, listed = 0;
   FileSystem view() {
     FileSystem fs;
     fs.stat = [this](const std::string& p) -> std::optional<FileState> {
@@ -695,6 +695,16 @@ struct FakeFiles {
       ++hashed;
       auto it = files.find(p);
       return it == files.end() ? std::nullopt : std::optional<kcache::Digest>(kcache::sha256(it->second.second));
+    };
+    fs.list = [this](const std::string& folder) {
+      ++listed;
+      std::vector<std::string> names;
+      for (const auto& [path, file] : files) {
+        if (path.starts_with(folder + "/") && path.find('/', folder.size() + 1) == std::string::npos) {
+          names.push_back(path.substr(folder.size() + 1));
+        }
+      }
+      return names;
     };
     return fs;
   }
@@ -722,6 +732,21 @@ TEST(DirectMode, AnEntryHoldsWhileItsFilesAreAsTheyWere) {
   EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
   disk.files.erase("/s/k.h");
   disk.files.erase("/b/inc/k h.h");  // a file it read is gone
+  EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
+}
+
+// Many absent names in one folder (a system header's names in a project's folder) are checked by
+// one listing of it: any of them there misses, other files there do not.
+TEST(DirectMode, ManyAbsentNamesInAFolderAreOneListing) {
+  FakeFiles disk;
+  disk.files["/s/k.cu"] = {{1000, 1001, 10}, "k.cu bytes"};
+  ManifestEntry e;
+  e.files.push_back({"/s/k.cu", 1000, 1001, 10, kcache::sha256("k.cu bytes")});
+  for (int i = 0; i < 40; ++i) e.absent.push_back("/s/h" + std::to_string(i) + ".h");
+  disk.files["/s/k.o"] = {{1, 1, 1}, "an object written beside the source"};
+  EXPECT_TRUE(manifest_entry_holds(e, "/b", disk.view()));
+  EXPECT_EQ(disk.listed, 1);
+  disk.files["/s/h17.h"] = {{1, 1, 1}, "a new header"};
   EXPECT_FALSE(manifest_entry_holds(e, "/b", disk.view()));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <set>
 
 namespace kcache::launcher {
@@ -194,8 +195,22 @@ std::optional<std::vector<ManifestEntry>> read_manifest(std::string_view text) {
 
 bool manifest_entry_holds(const ManifestEntry& entry, const fs::path& folder, const FileSystem& files) {
   auto where = [&](const std::string& path) { return path.front() == '/' ? path : (folder / path).string(); };
+  std::map<std::string, std::set<std::string>> by_folder;
   for (const std::string& path : entry.absent) {
-    if (files.stat(where(path))) return false;
+    std::string full = where(path);
+    std::size_t slash = full.rfind('/');
+    by_folder[full.substr(0, slash)].insert(full.substr(slash + 1));
+  }
+  for (const auto& [dir, names] : by_folder) {
+    if (names.size() < k_listed_probes || !files.list) {
+      for (const std::string& name : names) {
+        if (files.stat(dir + "/" + name)) return false;
+      }
+      continue;
+    }
+    for (const std::string& present : files.list(dir)) {
+      if (names.contains(present)) return false;
+    }
   }
   // Sizes and times first, all of them, so a changed file misses before anything is hashed.
   std::vector<const ManifestFile*> to_hash;

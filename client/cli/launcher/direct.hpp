@@ -69,11 +69,14 @@ struct FileState {
 struct FileSystem {
   std::function<std::optional<FileState>(const std::string&)> stat;  // nullopt: absent
   std::function<std::optional<Digest>(const std::string&)> digest;   // nullopt: unreadable
+  std::function<std::vector<std::string>(const std::string&)> list;  // a folder's names; none when absent
 };
 
 // Whether every file of `entry` is as it was and nothing appeared where it was absent. Paths are
 // taken relative to `folder` where they are relative. A file whose size differs misses at once;
-// whose times differ (or were not trusted) is hashed.
+// whose times differ (or were not trusted) is hashed. Absent paths many to a folder (a system
+// header's names in a project's folder) are checked by one listing of it rather than a stat each.
+inline constexpr std::size_t k_listed_probes = 16;
 bool manifest_entry_holds(const ManifestEntry& entry, const std::filesystem::path& folder, const FileSystem& fs);
 
 // The paths where a new file would shadow one of `files` (absolute, as read): for each header, its

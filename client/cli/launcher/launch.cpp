@@ -383,6 +383,10 @@ v1::StepRequest Launch::object_request(StepTool tool, const Digest& identity, co
   return wire::step_request(spec, {}, digests);
 }
 
+void Launch::keep_a_copy(const v1::StepRequest& request, const v1::StepResponse& found) {
+  LocalObjects::open().put(request, found.outputs(0).content(), found.stdout_text(), found.stderr_text());
+}
+
 bool Launch::holds_object(const std::optional<v1::StepResponse>& found) {
   return found && found->exit_code() == 0 && found->outputs_size() == 1;
 }
@@ -412,9 +416,13 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
   request.mutable_offered()->set_content(read_file(object));
   request.set_offered_stdout(out);
   request.set_offered_stderr(err);
-  // Kept if this client may publish; the build goes on either way, with its own object.
+  // Kept if this client may publish; the build goes on either way, with its own object. This
+  // machine keeps a copy too: its next build takes it without asking the daemon.
   auto kept = c->step(request);
-  if (kept) return;
+  if (kept) {
+    request.clear_offered();
+    return keep_here();
+  }
   if (kept.error().code == ErrorCode::k_permission_denied) {
     m_unpublished = true;  // the compile role: no later offer of this launch is sent
     m_stats.add(counted + ".unpublished");
@@ -497,6 +505,12 @@ FileSystem real_file_system() {
     auto d = sha256_file(path);
     return d ? std::optional<Digest>(*d) : std::nullopt;
   };
+  out.list = [](const std::string& folder) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(folder, ec)) names.push_back(e.path().filename().string());
+    return names;
+  };
   return out;
 }
 
@@ -550,6 +564,7 @@ bool Launch::direct_hit() {
     if (!take_local_object(printed, request, *tool, object)) {
       auto found = ask_daemon(request, *tool);
       if (!holds_object(found) || !take_object(printed, *found, *tool, object)) return false;
+      keep_a_copy(request, *found);
     }
     m_driver.err = entry.driver;
     stage(object, object_path(*direct_table(), m_args));
@@ -610,8 +625,14 @@ void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::
   for (const std::string& d : args->include_dirs) {
     if (!d.empty()) include_dirs.push_back(absolute(d));
   }
-  std::vector<std::string> system_roots = {"/usr/include", "/usr/lib"};
-  if (auto top = m_env.find("TOP"); top != m_env.end()) system_roots.push_back(fs::path(top->second).lexically_normal().string());
+  // The system's and the toolkit's folders, as named and as the preprocessor may name them
+  // (GCC writes a symbolic link's target: /usr/local/cuda-13.0/include for /usr/local/cuda/...).
+  std::vector<std::string> system_roots = {"/usr/include", "/usr/lib", "/usr/local/include"};
+  if (auto top = m_env.find("TOP"); top != m_env.end()) {
+    system_roots.push_back(fs::path(top->second).lexically_normal().string());
+    fs::path real = fs::canonical(top->second, ec);
+    if (!ec) system_roots.push_back(real.string());
+  }
   entry.absent = shadow_probes(read, include_dirs, system_roots, [](const std::string& p) {
     struct stat st {};
     return ::lstat(p.c_str(), &st) == 0;

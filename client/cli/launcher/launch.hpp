@@ -133,6 +133,9 @@ class Launch {
   // Whether the daemon's answer to it (ask_daemon) found the object; take_object then writes it to
   // `object` and keeps what its compile printed, to print.
   static bool holds_object(const std::optional<v1::StepResponse>& found);
+  // A copy of an object the daemon answered with, in this machine's objects: a later build of the
+  // same takes it without asking.
+  static void keep_a_copy(const v1::StepRequest& request, const v1::StepResponse& found);
   bool take_object(Printed& out, const v1::StepResponse& found, StepTool tool, const std::string& object,
                    std::string_view counted_as = {});
   // Writes an object from anywhere but this compile (the daemon, this machine's store) to

@@ -74,6 +74,7 @@ class NvccLaunch : public Launch {
     if (!hit) {
       auto found = ask_daemon(*m_device_link_request, StepTool::nvcc);
       hit = holds_object(found) && take_object(printed, *found, StepTool::nvcc, object, "device_link");
+      if (hit) keep_a_copy(*m_device_link_request, *found);
     }
     if (!hit) return false;
     stage(object, object_path(nvcc_options(), m_args));
