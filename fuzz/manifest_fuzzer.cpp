@@ -1,10 +1,13 @@
 // libFuzzer target: the precompile manifest parser (client/src/manifest.cpp), the same bytes as
 // JSON and as TOML. Any input must end in a manifest or a clean Error (never a crash, a sanitizer
-// report or an exception), and an accepted manifest must hold only what the schema allows.
+// report or an exception), and an accepted manifest must hold only what the schema allows. And the
+// compiler launcher's direct-mode manifests (client/cli/launcher/direct.cpp), which a daemon may
+// hand a build: read or refused, and one read writes back to what reads the same.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "launcher/direct.hpp"
 #include "manifest.hpp"
 
 namespace {
@@ -36,5 +39,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   check(bytes, kcache::ManifestSyntax::json);
   check(bytes, kcache::ManifestSyntax::toml);
+  if (auto direct = kcache::launcher::read_manifest(bytes)) {
+    if (direct->size() > kcache::launcher::k_manifest_entries) __builtin_trap();
+    auto again = kcache::launcher::read_manifest(kcache::launcher::write_manifest(*direct));
+    if (!again || again->size() != direct->size()) __builtin_trap();
+    for (std::size_t i = 0; i < direct->size(); ++i) {
+      if ((*again)[i].request != (*direct)[i].request || (*again)[i].files.size() != (*direct)[i].files.size() ||
+          (*again)[i].absent != (*direct)[i].absent) {
+        __builtin_trap();
+      }
+    }
+  }
   return 0;
 }

@@ -11,8 +11,8 @@
 namespace kcache {
 namespace {
 
-constexpr std::array<StepTool, k_step_tool_count> k_tools = {StepTool::cicc, StepTool::clang, StepTool::ptxas,
-                                                            StepTool::nvlink, StepTool::host, StepTool::nvcc};
+constexpr std::array<StepTool, k_step_tool_count> k_tools = {
+    StepTool::cicc, StepTool::clang, StepTool::ptxas, StepTool::nvlink, StepTool::host, StepTool::nvcc, StepTool::manifest};
 
 // An option the tool takes, and what follows it.
 enum class Operand {
@@ -410,6 +410,7 @@ std::string_view step_tool_name(StepTool tool) {
     case StepTool::clang: return "clang";
     case StepTool::nvcc: return "nvcc";
     case StepTool::nvlink: return "nvlink";
+    case StepTool::manifest: return "manifest";
   }
   return "?";
 }
@@ -423,7 +424,9 @@ std::optional<StepTool> parse_step_tool(std::string_view name) {
 
 std::span<const StepTool> all_step_tools() { return k_tools; }
 
-Side step_side(StepTool tool) { return tool == StepTool::host || tool == StepTool::nvcc ? Side::host : Side::device; }
+Side step_side(StepTool tool) {
+  return tool == StepTool::host || tool == StepTool::nvcc || tool == StepTool::manifest ? Side::host : Side::device;
+}
 
 bool is_step_file_name(std::string_view name) {
   if (name.empty() || name.size() > 128 || name.front() == '.' || name.front() == '-' || name.front() == '@') return false;
@@ -480,6 +483,11 @@ Expected<void> check_step(const StepSpec& spec) {
       }
       return check_args(spec, k_clang_options);
     }
+    case StepTool::manifest:
+      if (spec.outputs != std::vector<std::string>{std::string(k_step_manifest)} || spec.inputs.size() != 1 || !spec.args.empty()) {
+        return make_error(ErrorCode::k_invalid_argument, "a manifest step has one input, no arguments and one output, 'manifest'");
+      }
+      return {};
     case StepTool::host:
     case StepTool::nvcc:
       // Never run by the daemon: its arguments only name the compile in the key.
@@ -829,7 +837,9 @@ Key compute_step_key(const StepSpec& spec, std::span<const Digest> input_digests
 }
 
 bool image_belongs_to(Side side, ImageKind kind, std::string_view arch) {
-  if (side == Side::host && kind == ImageKind::file) return arch == k_step_stdout || arch == k_step_stderr;
+  if (side == Side::host && kind == ImageKind::file) {
+    return arch == k_step_stdout || arch == k_step_stderr || arch == k_step_manifest;
+  }
   return kind_side(kind) == side;
 }
 

@@ -352,6 +352,7 @@ v1::StepTool to_proto(StepTool tool) {
     case StepTool::clang: return v1::STEP_TOOL_CLANG;
     case StepTool::nvcc: return v1::STEP_TOOL_NVCC;
     case StepTool::nvlink: return v1::STEP_TOOL_NVLINK;
+    case StepTool::manifest: return v1::STEP_TOOL_MANIFEST;
   }
   return v1::STEP_TOOL_UNSPECIFIED;
 }
@@ -364,6 +365,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
     case v1::STEP_TOOL_CLANG: return StepTool::clang;
     case v1::STEP_TOOL_NVCC: return StepTool::nvcc;
     case v1::STEP_TOOL_NVLINK: return StepTool::nvlink;
+    case v1::STEP_TOOL_MANIFEST: return StepTool::manifest;
     default: return std::nullopt;
   }
 }
@@ -371,7 +373,7 @@ std::optional<StepTool> from_proto(v1::StepTool tool) {
 Expected<StepAsk> step_ask(const v1::StepRequest& request) {
   StepAsk ask;
   auto tool = from_proto(request.tool());
-  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas, nvlink, host or nvcc");
+  if (!tool) return make_error(ErrorCode::k_invalid_argument, "the step names no tool: use cicc, clang, ptxas, nvlink, host, nvcc or manifest");
   ask.spec.tool = *tool;
   auto identity = digest_from_hex(request.tool_digest());
   if (!identity) {

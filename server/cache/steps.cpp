@@ -20,6 +20,9 @@ using Clock = std::chrono::steady_clock;
 // The images a step's entry holds: one file per output, in order, or a host step's object (what
 // it printed is kept beside them, when it printed anything).
 std::vector<ImageRequest> output_images(Side side, const std::vector<std::string>& outputs) {
+  if (side == Side::host && outputs == std::vector<std::string>{std::string(k_step_manifest)}) {
+    return {{std::string(k_step_manifest), ImageKind::file}};
+  }
   if (side == Side::host) return {{std::string(k_step_object), ImageKind::object}};
   std::vector<ImageRequest> out;
   for (const std::string& name : outputs) out.push_back({name, ImageKind::file});
@@ -139,6 +142,8 @@ Expected<StepAnswer> Cache::answer_step(const StepAsk& ask, std::string& key_hex
   StepAnswer out;
   out.key = compute_step_key(ask.spec, ask.input_digests);
   key_hex = out.key.hex();
+  // A manifest offered replaces the one kept (it lists its machine's newest compiles first).
+  if (tool == StepTool::manifest && ask.offered) return keep_offered(ask, out);
   if (auto stored = stored_step(side, out.key, ask.spec.outputs)) {
     stored->key = out.key;
     return *std::move(stored);
@@ -185,7 +190,7 @@ Expected<StepAnswer> Cache::keep_offered(const StepAsk& ask, StepAnswer out) {
   out.outcome = Outcome::miss;
   if (!ask.offered) return out;  // looked up, absent: the client sends its text to run, or compiles it
   StepRun run;
-  run.outputs.emplace_back(std::string(k_step_object), std::string(*ask.offered));
+  run.outputs.emplace_back(ask.spec.outputs.front(), std::string(*ask.offered));
   run.stderr_text = std::string(ask.offered_stderr);
   run.stdout_text = std::string(ask.offered_stdout);
   std::vector<Image> images = step_images(run, side);

@@ -102,7 +102,7 @@ class Launcher : public ::testing::Test {
   // Every compile of an nvcc build was a hit of its whole compile (StepTool::nvcc): no step past
   // the preprocessors ran, here or on the daemon (cudafe++, cicc, ptxas, fatbinary, host compile).
   static void expect_every_whole_compile_hit(std::map<std::string, long> c, long files) {
-    EXPECT_EQ(c["nvcc.hit"], files);
+    EXPECT_EQ(c["nvcc.hit"] + c["nvcc.local_hit"], files) << "from the daemon, or this machine's copy";
     EXPECT_EQ(c["nvcc.miss"], 0);
     for (const char* step : {"cicc", "ptxas", "host"}) {
       EXPECT_EQ(c[std::string(step) + ".hit"] + c[std::string(step) + ".miss"] + c[std::string(step) + ".local"], 0)
@@ -223,12 +223,19 @@ TEST_F(Launcher, ACmakeBuildSharesEveryStepAcrossTheFleetAndNeverServesAStaleObj
   Client a_client(ClientOptions{a->address(), std::chrono::seconds(30)});
   ASSERT_TRUE(poll_until([&] {
     auto s = a_client.stats();
-    return s && s->remote_writes() >= static_cast<std::uint64_t>(k_files * 6);
-  })) << "A's entries (cicc and ptxas per arch, the host object, the whole compile) reach Redis";
+    return s && s->remote_writes() >= static_cast<std::uint64_t>(k_files * 7);
+  })) << "A's entries (cicc and ptxas per arch, the host object, the whole compile, its manifest) reach Redis";
+  // It has none of A's machine's own objects and manifests: each compile finds the manifest
+  // A's build published (no tokens: every client may publish) and the object, through Redis.
   server_ = b->address();
+  fs::remove_all(m_dir.path() / "state" / "objects");
+  fs::remove_all(m_dir.path() / "state" / "manifests");
   ASSERT_EQ(configure("build-b"), 0);
   ASSERT_EQ(build("build-b"), 0);
-  expect_every_whole_compile_hit(counts(), k_files);
+  auto second = counts();
+  expect_every_whole_compile_hit(second, k_files);
+  EXPECT_EQ(second["nvcc.hit"], k_files) << "each from the daemon";
+  EXPECT_EQ(second["direct.shared_manifest"], k_files) << "no preprocessor ran: the manifests came through the fleet";
   Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
   auto b_stats = b_client.stats();
   ASSERT_TRUE(b_stats);
@@ -385,7 +392,7 @@ TEST_F(Launcher, ADirectHitRunsNoPreprocessorAndIsNeverStale) {
   auto [warm, warm_says] = compile();
   EXPECT_EQ(warm_says, "2 7\n");
   EXPECT_EQ(warm["direct.hit"], 1);
-  EXPECT_EQ(warm["nvcc.hit"], 1) << "the whole compile's object, from the daemon";
+  EXPECT_EQ(warm["nvcc.local_hit"], 1) << "the whole compile's object, this machine's copy of what it offered";
   EXPECT_EQ(warm["cicc.hit"] + warm["cicc.miss"] + warm["ptxas.hit"] + warm["host.hit"] + warm["host.miss"], 0)
       << "no step ran, nor the preprocessors before them";
   EXPECT_EQ(read_all(work / "main.d"), dependencies) << "the dependency file, as the compile wrote it";
@@ -554,7 +561,7 @@ TEST_F(Launcher, OddCommandsGiveWhatNvccGives) {
   auto hit = run(with_output(launched, "k2.o"), work);
   ASSERT_EQ(hit.exit_code, 0) << hit.error_output;
   auto again = counts();
-  EXPECT_EQ(again["nvcc.hit"], 1);
+  EXPECT_EQ(again["nvcc.hit"] + again["nvcc.local_hit"], 1);
   EXPECT_EQ(again["cicc.hit"] + again["cicc.miss"] + again["ptxas.hit"] + again["host.hit"] + again["host.miss"], 0);
   EXPECT_TRUE(read_all(work / "k2.o") == ours) << "the whole compile's hit differs from its miss";
   auto lines_of = [](const std::string& text) {

@@ -514,6 +514,38 @@ TEST_F(Tokens, OnlyAPublishClientWritesWhatOtherMachinesLink) {
   EXPECT_TRUE(as(k_admin).step(by_admin)) << "admin includes publish";
 }
 
+// A direct-mode manifest points builds at objects: one offered by a compile client is refused and
+// never served; a publish client's is kept, served, and replaced by its next offer.
+TEST_F(Tokens, OnlyAPublishClientWritesAManifestOtherMachinesRead) {
+  auto manifest = [] {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_MANIFEST);
+    r.set_tool_digest(std::string(64, 'b'));
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("direct");
+    in->set_sha256(std::string(64, 'b'));
+    r.add_outputs("manifest");
+    return r;
+  };
+  v1::StepRequest planted = manifest();
+  planted.mutable_offered()->set_content("kcache-manifest 1\nentry\nrequest 00\nend\n");
+  auto refused = as(k_compile).step(planted);
+  ASSERT_FALSE(refused) << "a compile client's manifest was kept";
+  EXPECT_EQ(refused.error().code, ErrorCode::k_permission_denied) << refused.error().message;
+  auto absent = as(k_compile).step(manifest());
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_EQ(absent->outputs_size(), 0) << "nothing served";
+  for (const std::string text : {"kcache-manifest 1\n", "kcache-manifest 1\nentry\nend\n"}) {
+    v1::StepRequest published = manifest();
+    published.mutable_offered()->set_content(text);
+    ASSERT_TRUE(as(k_publish).step(published));
+    auto found = as(k_compile).step(manifest());
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_EQ(found->outputs_size(), 1);
+    EXPECT_EQ(found->outputs(0).content(), text) << "the newest offer is the one served";
+  }
+}
+
 // Over HTTP: every answer says nosniff, every 401 how to authenticate; with tokens, a request for
 // any host name is answered (the token protects it), where without them it would be refused.
 TEST_F(Tokens, HttpRefusalsSayHowToAuthenticate) {

@@ -165,6 +165,7 @@ std::optional<std::vector<ManifestEntry>> read_manifest(std::string_view text) {
     } else if (f[0] == "end" && f.size() == 1 && entry) {
       out.push_back(std::move(*entry));
       entry.reset();
+      if (out.size() > k_manifest_entries) return std::nullopt;
     } else if (entry && f.size() == 2 && is_one_of(f[0], {"request", "driver", "out", "err", "deps", "absent"})) {
       auto bytes = bytes_of(f[1]);
       if (!bytes) return std::nullopt;

@@ -417,11 +417,12 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
   request.set_offered_stdout(out);
   request.set_offered_stderr(err);
   // Kept if this client may publish; the build goes on either way, with its own object. This
-  // machine keeps a copy too: its next build takes it without asking the daemon.
+  // machine keeps a copy of a whole compile's or device link's too: its next build takes it
+  // without asking the daemon (a direct hit then needs no round trip at all).
   auto kept = c->step(request);
   if (kept) {
-    request.clear_offered();
-    return keep_here();
+    if (tool == StepTool::nvcc) keep_here();
+    return;
   }
   if (kept.error().code == ErrorCode::k_permission_denied) {
     m_unpublished = true;  // the compile role: no later offer of this launch is sent
@@ -539,13 +540,35 @@ std::optional<Digest> Launch::direct_key() {
   return *m_direct_key;
 }
 
+v1::StepRequest Launch::manifest_request(const Digest& key) {
+  StepSpec spec;
+  spec.tool = StepTool::manifest;
+  spec.tool_digest = key;
+  spec.inputs = {"direct"};
+  spec.outputs = {std::string(k_step_manifest)};
+  return wire::step_request(spec, {}, std::vector<Digest>{key});
+}
+
 bool Launch::direct_hit() {
   auto key = direct_key();
   if (!key) return false;
   fs::path path = manifest_path(*key);
   if (path.empty()) return false;
+  // This machine's manifest, else the one a publish client wrote through the daemon.
   std::string text = read_file(path.string());
-  if (text.empty()) return false;
+  if (text.empty() || !direct_hit_from(text)) {
+    auto found = ask_daemon(manifest_request(*key), StepTool::manifest);
+    if (!found || found->exit_code() != 0 || found->outputs_size() != 1) return m_stats.add("direct.miss"), false;
+    text = found->outputs(0).content();
+    if (!direct_hit_from(text)) return m_stats.add("direct.miss"), false;
+    m_stats.add("direct.shared_manifest");
+    write_manifest_file(path, text);
+  }
+  m_stats.add("direct.hit");
+  return true;
+}
+
+bool Launch::direct_hit_from(const std::string& text) {
   auto entries = read_manifest(text);
   if (!entries) return false;
   std::error_code ec;
@@ -556,7 +579,7 @@ bool Launch::direct_hit() {
     v1::StepRequest request;
     if (!request.ParseFromString(entry.request)) return false;
     auto tool = wire::from_proto(request.tool());
-    if (!tool) return false;
+    if (!tool || *tool != StepTool::nvcc) return false;
     // The whole compile's object, counted as its hit: from this machine's objects, else the
     // daemon's; where it is gone (evicted), the compile runs.
     const std::string object = work() + "kcache-object.o";
@@ -574,11 +597,18 @@ bool Launch::direct_hit() {
       stage(staged, dependency_options(*direct_table(), m_args).file);
     }
     m_printed.push_back(std::move(printed));
-    m_stats.add("direct.hit");
     return true;
   }
-  m_stats.add("direct.miss");
   return false;
+}
+
+void Launch::write_manifest_file(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  const std::string staged = path.string() + ".kcache-" + std::to_string(::getpid());
+  if (!write_file(staged, text)) return fs::remove(staged, ec), void();
+  fs::rename(staged, path, ec);
+  if (ec) fs::remove(staged, ec);
 }
 
 void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::string>& texts, const Printed& printed,
@@ -648,12 +678,23 @@ void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::
       if (e.request != entries.front().request && entries.size() < k_manifest_entries) entries.push_back(std::move(e));
     }
   }
-  fs::create_directories(path.parent_path(), ec);
-  const std::string staged = path.string() + ".kcache-" + std::to_string(::getpid());
-  if (!write_file(staged, write_manifest(entries))) return fs::remove(staged, ec), void();
-  fs::rename(staged, path, ec);
-  if (ec) fs::remove(staged, ec);
+  const std::string text = write_manifest(entries);
+  write_manifest_file(path, text);
   m_stats.add("direct.recorded");
+  // Through the daemon for other machines, where this client may publish: a manifest points
+  // builds at objects, so only a publish client's (or any, without tokens) is kept.
+  kcache::Client* c = m_unpublished ? nullptr : client();
+  if (c == nullptr) return;
+  v1::StepRequest offer = manifest_request(*key);
+  offer.mutable_offered()->set_name(std::string(k_step_manifest));
+  offer.mutable_offered()->set_content(text);
+  auto kept = c->step(offer);
+  if (kept) {
+    m_stats.add("manifest.published");
+  } else if (kept.error().code == ErrorCode::k_permission_denied) {
+    m_unpublished = true;
+    m_stats.add("manifest.unpublished");
+  }
 }
 
 }  // namespace kcache::launcher

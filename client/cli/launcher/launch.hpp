@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -78,6 +79,9 @@ class Launch {
   // daemon) and the dependency file staged, what the skipped steps printed kept. False: the
   // compile runs as it would.
   bool direct_hit();
+  bool direct_hit_from(const std::string& manifest);  // the first entry that holds, taken
+  static v1::StepRequest manifest_request(const Digest& key);  // the daemon's copy of a manifest
+  static void write_manifest_file(const std::filesystem::path& path, const std::string& text);
   // After a compile whose whole object `whole` names: its manifest entry, from the preprocessors'
   // texts (`texts`, whose line markers name every file read), what they and the driver printed,
   // and the dependency file staged at `dependencies` (empty: none).

@@ -29,12 +29,17 @@ namespace kcache {
 // nvcc's whole compile of a translation unit past its preprocessors (cudafe++, each arch's cicc
 // and ptxas, fatbinary and the host compile), named by the preprocessed texts and the plan, whose
 // object a warm launch takes without running any of them (like host, never run by the daemon).
-enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4, nvcc = 5, nvlink = 6 };
+enum class StepTool : std::uint8_t { cicc = 1, ptxas = 2, host = 3, clang = 4, nvcc = 5, nvlink = 6, manifest = 7 };
 
-std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang", "nvcc", "nvlink"
+std::string_view step_tool_name(StepTool tool);  // "cicc", "ptxas", "host", "clang", "nvcc", "nvlink", "manifest"
 std::optional<StepTool> parse_step_tool(std::string_view name);
-std::span<const StepTool> all_step_tools();      // cicc, clang, ptxas, nvlink, host, nvcc: the order stats list them
-inline constexpr std::size_t k_step_tool_count = 6;
+// cicc, clang, ptxas, nvlink, host, nvcc, manifest: the order stats list them
+std::span<const StepTool> all_step_tools();
+inline constexpr std::size_t k_step_tool_count = 7;
+// A direct-mode manifest (the launcher's direct.hpp) kept by the daemon: a host-side entry under a
+// key of the manifest's own key, holding one file, `manifest`. Written only by a publish client
+// (it points builds at objects), never run.
+inline constexpr std::string_view k_step_manifest = "manifest";
 // The device-link library nvlink links for `-lcudadevrt` (the daemon's own toolkit's, by its
 // digest in nvlink's identity), in the toolkit's library folder.
 inline constexpr std::string_view k_step_cudadevrt = "libcudadevrt.a";
