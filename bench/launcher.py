@@ -171,10 +171,10 @@ def farm(work, env):
     masquerade.symlink_to(KCACHE)
     base["CUDA_PATH"] = str(CUDA)
 
-    def configure(folder, launcher, e):
+    def configure(folder, launcher, e, extra=()):
         compiler = masquerade if launcher == "kcache" else NVCC
         args = ["cmake", "-S", str(project), "-B", str(work / folder), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={compiler}",
-]
+                *extra]
         if launcher and launcher != "kcache":
             args.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}")
         subprocess.run(args, check=True, capture_output=True, env=e)
@@ -198,6 +198,9 @@ def farm(work, env):
     plain_env = dict(base)
     configure("plain", None, plain_env)
     results["plain nvcc"] = build("plain", plain_env)
+    # nvcc's own parallelism: each compile's archs at once (--threads 0: as many as it has archs).
+    configure("plain-threads", None, plain_env, ["-DCMAKE_CUDA_FLAGS=--threads=0"])
+    results["plain nvcc --threads 0"] = build("plain-threads", plain_env)
 
     redis = Redis(work)
     secret = work / "fleet.secret"
@@ -255,6 +258,7 @@ def farm(work, env):
                ("another folder", "kcache another folder", "ccache another folder", "1.0x"),
                ("second daemon of the fleet", "kcache second daemon, same Redis", "ccache another folder", "1.0x"),
                ("cold", "kcache cold", "plain nvcc", "1.0x"),
+               ("cold, against nvcc --threads 0", "kcache cold", "plain nvcc --threads 0", "-"),
                ("one file's warm hit", "kcache one file warm", "ccache one file warm", "2x")]
     note = os.environ.get("KCACHE_BENCH_NOTE", "")
     lines = [f"## The farm benchmark (bench/launcher.py, part farm, {time.strftime('%Y-%m-%d')})", "",

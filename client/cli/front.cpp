@@ -23,6 +23,7 @@
 #include "image_output.hpp"
 #include "kcache/http_api.hpp"
 #include "kcache/key.hpp"
+#include "launcher/direct_key.hpp"
 
 namespace {
 
@@ -130,6 +131,9 @@ std::optional<int> cached_compile(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
+    // An nvcc compile this machine's direct-mode manifest holds, whose object it keeps: answered
+    // here, before gRPC would load (the launcher's full path is kcache-grpc's).
+    if (std::optional<int> code = kcache::launcher::answer_nvcc_from_this_machine(argc, argv)) return *code;
     if (std::optional<int> code = cached_compile(argc, argv)) return *code;
   } catch (const std::exception&) {
     // Not an expected failure (those are Failures, answered above): kcache-grpc does it again

@@ -393,6 +393,7 @@ TEST_F(Launcher, ADirectHitRunsNoPreprocessorAndIsNeverStale) {
   EXPECT_EQ(warm_says, "2 7\n");
   EXPECT_EQ(warm["direct.hit"], 1);
   EXPECT_EQ(warm["nvcc.local_hit"], 1) << "the whole compile's object, this machine's copy of what it offered";
+  EXPECT_EQ(warm["direct.without_grpc"], 1) << "answered by kcache itself, before the full client started";
   EXPECT_EQ(warm["cicc.hit"] + warm["cicc.miss"] + warm["ptxas.hit"] + warm["host.hit"] + warm["host.miss"], 0)
       << "no step ran, nor the preprocessors before them";
   EXPECT_EQ(read_all(work / "main.d"), dependencies) << "the dependency file, as the compile wrote it";

@@ -133,7 +133,7 @@ std::string write_manifest(const std::vector<ManifestEntry>& entries) {
   std::string out = std::string(k_magic) + "\n";
   for (std::size_t i = 0; i < entries.size() && i < k_manifest_entries; ++i) {
     const ManifestEntry& e = entries[i];
-    out += "entry\nrequest " + hex_of(e.request) + "\ndriver " + hex_of(e.driver) + "\nout " + hex_of(e.out) + "\nerr " + hex_of(e.err) + "\ndeps " +
+    out += "entry\nrequest " + hex_of(e.request) + "\nobject " + hex_of(e.object) + "\ndriver " + hex_of(e.driver) + "\nout " + hex_of(e.out) + "\nerr " + hex_of(e.err) + "\ndeps " +
            hex_of(e.dependencies) + "\n";
     for (const ManifestFile& f : e.files) {
       out += "file " + std::to_string(f.mtime_ns) + " " + std::to_string(f.ctime_ns) + " " + std::to_string(f.size) +
@@ -166,10 +166,11 @@ std::optional<std::vector<ManifestEntry>> read_manifest(std::string_view text) {
       out.push_back(std::move(*entry));
       entry.reset();
       if (out.size() > k_manifest_entries) return std::nullopt;
-    } else if (entry && f.size() == 2 && is_one_of(f[0], {"request", "driver", "out", "err", "deps", "absent"})) {
+    } else if (entry && f.size() == 2 && is_one_of(f[0], {"request", "object", "driver", "out", "err", "deps", "absent"})) {
       auto bytes = bytes_of(f[1]);
       if (!bytes) return std::nullopt;
       if (f[0] == "request") entry->request = std::move(*bytes);
+      if (f[0] == "object") entry->object = std::move(*bytes);
       if (f[0] == "driver") entry->driver = std::move(*bytes);
       if (f[0] == "out") entry->out = std::move(*bytes);
       if (f[0] == "err") entry->err = std::move(*bytes);

@@ -50,6 +50,7 @@ struct ManifestEntry {
   std::vector<ManifestFile> files;
   std::vector<std::string> absent;  // paths that did not exist: a header there would shadow a listed one
   std::string request;              // the whole compile's look-up (a serialized v1::StepRequest)
+  std::string object;               // its key as this machine's objects name it (hex): read with no gRPC
   std::string driver;               // what the compiler's driver printed (nvcc warning : ...)
   std::string out, err;             // what the skipped preprocessors printed
   std::string dependencies;         // the dependency file, where one was written

@@ -20,6 +20,7 @@
 #include "kcache/files.hpp"
 #include "kcache/search_path.hpp"
 #include "launcher/direct.hpp"
+#include "launcher/direct_key.hpp"
 #include "launcher/local_objects.hpp"
 #include "launcher/nvcc_plan.hpp"
 #include "wire/wire.hpp"
@@ -296,12 +297,7 @@ bool Launch::device_step(Printed& out, StepTool tool, const std::vector<std::str
 }
 
 Expected<Digest> Launch::host_compiler_identity(const std::string& program, const std::string& proper) {
-  std::string driver = find_program(program, m_env);
-  std::string identity = file_identity(driver);
-  if (identity.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + program);
-  // Run the driver once per change of it: a compiler upgrade replaces the driver too.
-  return cached_digest("host " + proper + " " + identity,
-                       [&]() { return kcache::host_compiler_identity(driver, proper, file_digest); });
+  return host_driver_identity(find_program(program, m_env), proper);
 }
 
 bool Launch::host_object(Printed& out, HostCompile& host) {
@@ -361,11 +357,30 @@ bool Launch::host_object(Printed& out, HostCompile& host) {
   if (!compile_here()) return false;
   if (client() == nullptr) {  // no daemon answers: this machine keeps it
     m_stats.add("host.local");
-    LocalObjects::open().put(request, read_file(host.object), {}, compiled.error_output);
+    if (auto key = object_key(request)) LocalObjects::open().put(*key, read_file(host.object), {}, compiled.error_output);
     return true;
   }
   offer_object(std::move(request), StepTool::host, host.object, {}, compiled.error_output);
   return true;
+}
+
+std::optional<Key> object_key(const v1::StepRequest& request) {
+  StepSpec spec;
+  auto tool = wire::from_proto(request.tool());
+  auto identity = digest_from_hex(request.tool_digest());
+  if (!tool || !identity) return std::nullopt;
+  spec.tool = *tool;
+  spec.tool_digest = *identity;
+  spec.args.assign(request.args().begin(), request.args().end());
+  spec.outputs.assign(request.outputs().begin(), request.outputs().end());
+  std::vector<Digest> digests;
+  for (const v1::StepFile& file : request.inputs()) {
+    spec.inputs.push_back(file.name());
+    auto digest = file.content().empty() ? digest_from_hex(file.sha256()) : std::optional<Digest>(sha256(file.content()));
+    if (!digest) return std::nullopt;
+    digests.push_back(*digest);
+  }
+  return compute_step_key(spec, digests);
 }
 
 v1::StepRequest Launch::object_request(StepTool tool, const Digest& identity, const std::vector<std::string>& key_args,
@@ -384,7 +399,8 @@ v1::StepRequest Launch::object_request(StepTool tool, const Digest& identity, co
 }
 
 void Launch::keep_a_copy(const v1::StepRequest& request, const v1::StepResponse& found) {
-  LocalObjects::open().put(request, found.outputs(0).content(), found.stdout_text(), found.stderr_text());
+  auto key = object_key(request);
+  if (key) LocalObjects::open().put(*key, found.outputs(0).content(), found.stdout_text(), found.stderr_text());
 }
 
 bool Launch::holds_object(const std::optional<v1::StepResponse>& found) {
@@ -409,7 +425,9 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
                           const std::string& err, std::string_view counted_as) {
   const std::string counted(counted_as.empty() ? step_tool_name(tool) : counted_as);
   m_stats.add(counted + ".miss");
-  auto keep_here = [&] { LocalObjects::open().put(request, read_file(object), out, err); };
+  auto keep_here = [&] {
+    if (auto key = object_key(request)) LocalObjects::open().put(*key, read_file(object), out, err);
+  };
   kcache::Client* c = client();
   if (c == nullptr || m_unpublished) return keep_here();
   request.mutable_offered()->set_name(std::string(k_step_object));
@@ -435,7 +453,8 @@ void Launch::offer_object(v1::StepRequest request, StepTool tool, const std::str
 
 bool Launch::take_local_object(Printed& out, const v1::StepRequest& request, StepTool tool, const std::string& object,
                                std::string_view counted_as) {
-  auto found = LocalObjects::open().get(request);
+  auto key = object_key(request);
+  auto found = key ? LocalObjects::open().get(*key) : std::nullopt;
   if (!found || !use_object(out, found->object, found->stdout_text, found->stderr_text, object)) return false;
   m_stats.add(std::string(counted_as.empty() ? step_tool_name(tool) : counted_as) + ".local_hit");
   return true;
@@ -482,41 +501,6 @@ int Launch::finish() {
   return 0;
 }
 
-namespace {
-
-// The environment a compile's result depends on, beyond its command line.
-constexpr std::string_view k_direct_env[] = {
-    "PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
-    "SOURCE_DATE_EPOCH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "LANG", "LC_ALL", "LC_MESSAGES", "KCACHE_BASE_DIR"};
-
-fs::path manifest_path(const Digest& key) {
-  fs::path state = state_dir();
-  return state.empty() ? fs::path() : state / "manifests" / to_hex(key).substr(0, 2) / to_hex(key);
-}
-
-FileSystem real_file_system() {
-  FileSystem out;
-  out.stat = [](const std::string& path) -> std::optional<FileState> {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-    return FileState{st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-                     st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_size)};
-  };
-  out.digest = [](const std::string& path) -> std::optional<Digest> {
-    auto d = sha256_file(path);
-    return d ? std::optional<Digest>(*d) : std::nullopt;
-  };
-  out.list = [](const std::string& folder) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(folder, ec)) names.push_back(e.path().filename().string());
-    return names;
-  };
-  return out;
-}
-
-}  // namespace
-
 std::optional<Digest> Launch::direct_key() {
   if (m_direct_key) return *m_direct_key;
   m_direct_key.emplace();
@@ -526,17 +510,8 @@ std::optional<Digest> Launch::direct_key() {
   if (!args) return std::nullopt;
   auto tools = direct_tools();
   if (!tools) return std::nullopt;
-  std::string text = "kcache-direct 1";
-  text += '\0' + *tools;
   std::error_code ec;
-  text += std::string("\0folder\0") + (args->folder_matters ? fs::current_path(ec).string() : "");
-  for (std::string_view name : k_direct_env) {
-    auto it = m_env.find(std::string(name));
-    text += std::string("\0env\0") + std::string(name) + '=' + (it == m_env.end() ? "" : it->second);
-  }
-  for (const std::string& w : args->words) text += "\0arg\0" + w;
-  text += "\0dependency-target\0" + args->dependency_target;
-  *m_direct_key = sha256(text);
+  *m_direct_key = direct_key_of(*tools, *args, m_env, fs::current_path(ec));
   return *m_direct_key;
 }
 
@@ -668,6 +643,7 @@ void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::
     return ::lstat(p.c_str(), &st) == 0;
   });
   entry.request = whole.SerializeAsString();
+  if (auto key = object_key(whole)) entry.object = key->hex();
   entry.driver = m_driver.err;
   entry.out = printed.out;
   entry.err = printed.err;

@@ -37,6 +37,10 @@ bool write_file(const std::string& path, std::string_view bytes);
 std::string find_program(const std::string& name, const std::map<std::string, std::string>& env);
 
 
+// The key an object request names (the daemon's step key for it; this machine's objects keep
+// their copies under it); nullopt for a malformed one.
+std::optional<Key> object_key(const v1::StepRequest& request);
+
 // Each launch works in a folder of its own under the temporary folder: kcache-cc-<pid>-XXXXXX.
 inline constexpr const char* k_work_folder_prefix = "kcache-cc-";
 // How long a folder whose launch is gone must have been left untouched before a later launch

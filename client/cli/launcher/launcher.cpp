@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kcache/search_path.hpp"
+#include "launcher/direct_key.hpp"
 #include "launcher/launch.hpp"
 #include "launcher/options.hpp"
 
@@ -17,32 +18,6 @@ namespace kcache::launcher {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The program of `name` that PATH finds after this one (kcache installed under a compiler's name
-// early on PATH: a masquerade symlink).
-std::string next_on_path(const std::string& name) {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  const char* path = std::getenv("PATH");
-  return search_path(name, path ? path : k_default_path, [&](const fs::path& candidate) {
-    std::error_code e;
-    fs::path real = fs::canonical(candidate, e);
-    return e || real == self || real.filename() == "kcache" || real.filename() == "kcache-grpc";
-  });
-}
-
-// The toolkit's nvcc: $CUDA_PATH/bin/nvcc, $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc;
-// empty when none is there.
-std::string toolkit_nvcc() {
-  std::error_code ec;
-  for (const char* variable : {"CUDA_PATH", "CUDA_HOME"}) {
-    const char* root = std::getenv(variable);
-    if (root == nullptr || *root == '\0') continue;
-    fs::path nvcc = fs::path(root) / "bin" / "nvcc";
-    if (fs::exists(nvcc, ec)) return nvcc.string();
-  }
-  return fs::exists("/usr/local/cuda/bin/nvcc", ec) ? "/usr/local/cuda/bin/nvcc" : "";
-}
 
 // Runs the real compiler in place of this process: its outputs, diagnostics and exit code.
 [[noreturn]] void exec_compiler(const std::vector<std::string>& argv) {

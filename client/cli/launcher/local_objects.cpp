@@ -10,8 +10,6 @@
 
 #include "endpoint.hpp"
 #include "kcache/job.hpp"
-#include "kcache/step.hpp"
-#include "wire/wire.hpp"
 
 namespace kcache::launcher {
 namespace {
@@ -32,29 +30,9 @@ LocalObjects LocalObjects::open() {
   return LocalObjects(state.empty() || max == 0 ? fs::path() : state / "objects", max);
 }
 
-std::optional<Key> LocalObjects::key_of(const v1::StepRequest& request) {
-  StepSpec spec;
-  auto tool = wire::from_proto(request.tool());
-  auto identity = digest_from_hex(request.tool_digest());
-  if (!tool || !identity) return std::nullopt;
-  spec.tool = *tool;
-  spec.tool_digest = *identity;
-  spec.args.assign(request.args().begin(), request.args().end());
-  spec.outputs.assign(request.outputs().begin(), request.outputs().end());
-  std::vector<Digest> digests;
-  for (const v1::StepFile& file : request.inputs()) {
-    spec.inputs.push_back(file.name());
-    auto digest = file.content().empty() ? digest_from_hex(file.sha256()) : std::optional<Digest>(sha256(file.content()));
-    if (!digest) return std::nullopt;
-    digests.push_back(*digest);
-  }
-  return compute_step_key(spec, digests);
-}
-
-std::optional<LocalObject> LocalObjects::get(const v1::StepRequest& request) const {
-  auto key = key_of(request);
-  if (m_folder.empty() || !key) return std::nullopt;
-  fs::path path = m_folder / key->hex();
+std::optional<LocalObject> LocalObjects::get(const Key& key) const {
+  if (m_folder.empty()) return std::nullopt;
+  fs::path path = m_folder / key.hex();
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -81,13 +59,11 @@ std::optional<LocalObject> LocalObjects::get(const v1::StepRequest& request) con
   return out;
 }
 
-void LocalObjects::put(const v1::StepRequest& request, std::string_view object, std::string_view out,
-                       std::string_view err) const {
-  auto key = key_of(request);
-  if (m_folder.empty() || !key || object.empty()) return;
+void LocalObjects::put(const Key& key, std::string_view object, std::string_view out, std::string_view err) const {
+  if (m_folder.empty() || object.empty()) return;
   std::error_code ec;
   fs::create_directories(m_folder, ec);
-  fs::path path = m_folder / key->hex();
+  fs::path path = m_folder / key.hex();
   fs::path staged = path;
   staged += ".tmp-" + std::to_string(::getpid());
   {

@@ -17,7 +17,6 @@
 #include <string_view>
 
 #include "kcache/key.hpp"
-#include "kcache/client.hpp"
 
 namespace kcache::launcher {
 
@@ -31,11 +30,9 @@ class LocalObjects {
   static LocalObjects open();
   LocalObjects(std::filesystem::path folder, std::uint64_t max_bytes) : m_folder(std::move(folder)), m_max(max_bytes) {}
 
-  // The key an object request names (the daemon's step key for it); nullopt for a malformed one.
-  static std::optional<Key> key_of(const v1::StepRequest& request);
-
-  std::optional<LocalObject> get(const v1::StepRequest& request) const;
-  void put(const v1::StepRequest& request, std::string_view object, std::string_view out, std::string_view err) const;
+  // By the key the daemon would give the object's request (object_key, launch.hpp).
+  std::optional<LocalObject> get(const Key& key) const;
+  void put(const Key& key, std::string_view object, std::string_view out, std::string_view err) const;
 
  private:
   void trim() const;  // down to 90% of m_max, oldest first, when past m_max

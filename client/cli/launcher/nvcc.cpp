@@ -12,6 +12,7 @@
 
 #include "kcache/headers_digest.hpp"
 #include "launcher/launcher.hpp"
+#include "launcher/direct_key.hpp"
 #include "launcher/launch.hpp"
 #include "launcher/nvcc_plan.hpp"
 #include "launcher/options.hpp"
@@ -124,29 +125,8 @@ class NvccLaunch : public Launch {
   // a stat each): nvcc and its profile, cudafe++, fatbinary, ptxas, cicc and libdevice of its
   // toolkit, and the host compiler it runs (-ccbin, NVCC_CCBIN, else gcc) by its identity.
   const OptionTable* direct_table() const override { return &nvcc_options(); }
-  std::optional<std::string> direct_tools() override {
-    std::error_code ec;
-    fs::path nvcc = fs::canonical(find_program(m_compiler, m_env), ec);
-    if (ec) return std::nullopt;
-    const fs::path top = nvcc.parent_path().parent_path();
-    std::string out;
-    for (const fs::path& file : {nvcc, top / "bin" / "nvcc.profile", top / "bin" / "cudafe++", top / "bin" / "fatbinary",
-                                 top / "bin" / "ptxas", top / "nvvm" / "bin" / "cicc", top / "nvvm" / "libdevice" / "libdevice.10.bc"}) {
-      auto digest = file_digest(file.string());
-      if (!digest) return std::nullopt;
-      out += file.filename().string() + '=' + to_hex(*digest) + '\n';
-    }
-    std::string host = "gcc";
-    if (auto it = m_env.find("NVCC_CCBIN"); it != m_env.end() && !it->second.empty()) host = it->second;
-    for (const Arg& a : read_args(nvcc_options(), m_args)) {
-      if (a.spelling == "-ccbin" || a.spelling == "--compiler-bindir") host = a.value;
-    }
-    // A folder names the host compiler in it, as nvcc reads it.
-    if (fs::is_directory(host, ec)) host = (fs::path(host) / "gcc").string();
-    auto identity = host_compiler_identity(host, "cc1plus");
-    if (!identity) return std::nullopt;
-    return out + "host=" + to_hex(*identity);
-  }
+  std::optional<std::string> direct_tools() override { return nvcc_tools(m_compiler, m_env, m_args); }
+
 
  private:
   // The plan's steps as tasks. Where the whole compile can be named (whole_compile_target), the

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "endpoint.hpp"
+#include "kcache/step.hpp"
 
 namespace kcache::launcher {
 
@@ -49,6 +50,14 @@ Expected<Digest> file_digest(const std::string& path) {
     if (!digest) return make_error(ErrorCode::k_not_found, "cannot read " + path);
     return *digest;
   });
+}
+
+Expected<Digest> host_driver_identity(const std::string& driver, const std::string& proper) {
+  std::string identity = file_identity(driver);
+  if (identity.empty()) return make_error(ErrorCode::k_not_found, "cannot find " + driver);
+  // Run the driver once per change of it: a compiler upgrade replaces the driver too.
+  return cached_digest("host " + proper + " " + identity,
+                       [&]() { return kcache::host_compiler_identity(driver, proper, file_digest); });
 }
 
 }  // namespace kcache::launcher

@@ -20,4 +20,9 @@ Expected<Digest> cached_digest(const std::string& identity, const std::function<
 // How a file is known in that table: size, modification time, inode and path; empty when absent.
 std::string file_identity(const std::string& path);
 
+// A host compiler driver's identity (kcache::host_compiler_identity: the driver, the compiler
+// proper it names for `proper`, its version text), kept by the driver's file identity: it runs
+// once per change of the driver. `driver` is the program's path.
+Expected<Digest> host_driver_identity(const std::string& driver, const std::string& proper);
+
 }  // namespace kcache::launcher

@@ -1,0 +1,199 @@
+#include "launcher/direct_key.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "endpoint.hpp"
+#include "kcache/files.hpp"
+#include "kcache/search_path.hpp"
+#include "launcher/local_objects.hpp"
+#include "launcher/local_stats.hpp"
+#include "launcher/options.hpp"
+#include "launcher/tool_identity.hpp"
+
+extern char** environ;
+
+namespace kcache::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::string_literals;
+
+// The environment a compile's result depends on, beyond its command line.
+constexpr std::string_view k_direct_environment[] = {
+    "PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
+    "SOURCE_DATE_EPOCH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "LANG", "LC_ALL", "LC_MESSAGES", "KCACHE_BASE_DIR"};
+
+// Writes `bytes` at `target` whole or not at all (a temporary beside it, renamed).
+bool write_into_place(const std::string& target, std::string_view bytes) {
+  const std::string staged = target + ".kcache-" + std::to_string(::getpid());
+  std::FILE* f = std::fopen(staged.c_str(), "wb");
+  if (f == nullptr) return false;
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fclose(f) == 0 && ok;
+  std::error_code ec;
+  if (ok) fs::rename(staged, target, ec);
+  if (!ok || ec) fs::remove(staged, ec);
+  return ok && !ec;
+}
+
+}  // namespace
+
+std::optional<std::string> nvcc_tools(const std::string& nvcc, const std::map<std::string, std::string>& env,
+                                      const std::vector<std::string>& args) {
+  auto path_of = env.find("PATH");
+  const std::string_view search = path_of == env.end() ? k_default_path : std::string_view(path_of->second);
+  std::error_code ec;
+  const fs::path program = fs::canonical(search_path(nvcc, search), ec);
+  if (ec) return std::nullopt;
+  const fs::path top = program.parent_path().parent_path();
+  std::string out;
+  for (const fs::path& file : {program, top / "bin" / "nvcc.profile", top / "bin" / "cudafe++", top / "bin" / "fatbinary",
+                               top / "bin" / "ptxas", top / "nvvm" / "bin" / "cicc", top / "nvvm" / "libdevice" / "libdevice.10.bc"}) {
+    auto digest = file_digest(file.string());
+    if (!digest) return std::nullopt;
+    out += file.filename().string() + '=' + to_hex(*digest) + '\n';
+  }
+  std::string host = "gcc";
+  if (auto it = env.find("NVCC_CCBIN"); it != env.end() && !it->second.empty()) host = it->second;
+  for (const Arg& a : read_args(nvcc_options(), args)) {
+    if (a.spelling == "-ccbin" || a.spelling == "--compiler-bindir") host = a.value;
+  }
+  // A folder names the host compiler in it, as nvcc reads it.
+  if (fs::is_directory(host, ec)) host = (fs::path(host) / "gcc").string();
+  auto identity = host_driver_identity(search_path(host, search), "cc1plus");
+  if (!identity) return std::nullopt;
+  return out + "host=" + to_hex(*identity);
+}
+
+Digest direct_key_of(const std::string& tools, const DirectArgs& args, const std::map<std::string, std::string>& env,
+                     const fs::path& folder) {
+  std::string text = "kcache-direct 2"s + '\0' + tools;
+  text += "\0folder\0"s + (args.folder_matters ? folder.string() : "");
+  for (std::string_view name : k_direct_environment) {
+    auto it = env.find(std::string(name));
+    text += "\0env\0"s + std::string(name) + '=' + (it == env.end() ? "" : it->second);
+  }
+  for (const std::string& w : args.words) text += "\0arg\0"s + w;
+  text += "\0dependency-target\0"s + args.dependency_target;
+  return sha256(text);
+}
+
+fs::path manifest_path(const Digest& key) {
+  fs::path state = state_dir();
+  return state.empty() ? fs::path() : state / "manifests" / to_hex(key).substr(0, 2) / to_hex(key);
+}
+
+FileSystem real_file_system() {
+  FileSystem out;
+  out.stat = [](const std::string& path) -> std::optional<FileState> {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return FileState{st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                     st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec, static_cast<std::uint64_t>(st.st_size)};
+  };
+  out.digest = [](const std::string& path) -> std::optional<Digest> {
+    auto d = sha256_file(path);
+    return d ? std::optional<Digest>(*d) : std::nullopt;
+  };
+  out.list = [](const std::string& folder) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(folder, ec)) names.push_back(e.path().filename().string());
+    return names;
+  };
+  return out;
+}
+
+std::optional<int> answer_from_this_machine(const std::string& nvcc, const std::vector<std::string>& args) {
+  if (std::getenv("KCACHE_NODIRECT") != nullptr) return std::nullopt;
+  for (const std::string& a : args) {
+    if (a == "--options-file" || a == "-optf" || a.starts_with("--options-file=")) return std::nullopt;
+  }
+  Invocation one = nvcc_invocation(args);
+  if (!one.unchanged.empty() || one.device_link || one.per_source.size() != 1 || one.per_source.front() != args) {
+    return std::nullopt;
+  }
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string_view::npos) env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  auto view = direct_args(nvcc_options(), args);
+  if (!view) return std::nullopt;
+  auto tools = nvcc_tools(nvcc, env, args);
+  if (!tools) return std::nullopt;
+  std::error_code ec;
+  const fs::path folder = fs::current_path(ec);
+  if (ec) return std::nullopt;
+  const fs::path path = manifest_path(direct_key_of(*tools, *view, env, folder));
+  if (path.empty()) return std::nullopt;
+  auto entries = read_manifest(read_whole_file(path));
+  if (!entries) return std::nullopt;
+  const FileSystem files = real_file_system();
+  for (const ManifestEntry& entry : *entries) {
+    auto key = digest_from_hex(entry.object);
+    if (!key || !manifest_entry_holds(entry, folder, files)) continue;
+    auto object = LocalObjects::open().get(Key{*key});
+    if (!object) return std::nullopt;  // the daemon may have it: the full launcher asks
+    if (!write_into_place(object_path(nvcc_options(), args), object->object)) return std::nullopt;
+    if (!entry.dependencies.empty() &&
+        !write_into_place(dependency_options(nvcc_options(), args).file, entry.dependencies)) {
+      return std::nullopt;
+    }
+    // As the launcher prints a compile: the driver's messages, then each step's, in order.
+    std::string out = entry.out + object->stdout_text, err = entry.driver + entry.err + object->stderr_text;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fwrite(err.data(), 1, err.size(), stderr);
+    LocalStats stats;
+    stats.add("launcher.compiles");
+    stats.add("direct.hit");
+    stats.add("nvcc.local_hit");
+    stats.add("direct.without_grpc");  // answered before the full client started
+    return 0;
+  }
+  return std::nullopt;
+}
+
+std::string next_on_path(const std::string& name) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const char* path = std::getenv("PATH");
+  return search_path(name, path ? path : k_default_path, [&](const fs::path& candidate) {
+    std::error_code e;
+    fs::path real = fs::canonical(candidate, e);
+    return e || real == self || real.filename() == "kcache" || real.filename() == "kcache-grpc";
+  });
+}
+
+std::string toolkit_nvcc() {
+  std::error_code ec;
+  for (const char* variable : {"CUDA_PATH", "CUDA_HOME"}) {
+    const char* root = std::getenv(variable);
+    if (root == nullptr || *root == '\0') continue;
+    fs::path nvcc = fs::path(root) / "bin" / "nvcc";
+    if (fs::exists(nvcc, ec)) return nvcc.string();
+  }
+  return fs::exists("/usr/local/cuda/bin/nvcc", ec) ? "/usr/local/cuda/bin/nvcc" : "";
+}
+
+std::optional<int> answer_nvcc_from_this_machine(int argc, char** argv) {
+  if (argc < 1) return std::nullopt;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string nvcc;
+  if (compiler_kind(argv[0]) == CompilerKind::nvcc) {
+    nvcc = next_on_path(fs::path(argv[0]).filename().string());
+    if (nvcc.empty()) nvcc = toolkit_nvcc();
+  } else if (!args.empty() && compiler_kind(args.front()) == CompilerKind::nvcc) {
+    nvcc = args.front();
+    args.erase(args.begin());
+  }
+  if (nvcc.empty()) return std::nullopt;
+  return answer_from_this_machine(nvcc, args);
+}
+
+}  // namespace kcache::launcher
