@@ -4,7 +4,9 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <initializer_list>
 #include <set>
+#include <span>
 
 #include "kcache/process.hpp"
 
@@ -130,17 +132,27 @@ constexpr Option k_nvlink_options[] = {
 
 // clang -cc1's options in the device compiles clang's driver plans for CUDA (clang++ -###, with
 // -O*, -std, -ffast-math, -fgpu-rdc, -W..., --cuda-gpu-arch), less the preprocessor's (the step
-// compiles preprocessed source). Boolean -f flags are checked apart (clang_flag_allowed).
+// compiles preprocessed source): this side's own, then k_clang_cc1_options. Boolean -f flags are
+// checked apart (clang_flag_allowed).
 constexpr Option k_clang_options[] = {
-    {"-cc1"},
     {"-S"},
     {"-emit-llvm-bc"},
+    {"-no-integrated-as"},
+    {"-fcuda-is-device"},
+    {"-triple", Operand::value, false, Value::device_triple},
+    {"-aux-triple", Operand::value, false, Value::host_triple},
+    {"-target-cpu", Operand::value, false, Value::sm_arch},
+    {"-aux-target-cpu", Operand::value, false, Value::cpu_name},
+    {"-o", Operand::output_file},
+};
+
+// What clang -cc1 takes alike in both sides of a CUDA compile (searched after each side's own).
+constexpr Option k_clang_cc1_options[] = {
+    {"-cc1"},
     {"-disable-free"},
     {"-clear-ast-before-backend"},
     {"-disable-llvm-verifier"},
     {"-discard-value-names"},
-    {"-no-integrated-as"},
-    {"-fcuda-is-device"},
     {"--offload-new-driver"},
     {"-vectorize-loops"},
     {"-vectorize-slp"},
@@ -157,10 +169,6 @@ constexpr Option k_clang_options[] = {
     {"-target-sdk-version=", Operand::none, true},
     {"-debugger-tuning=", Operand::none, true},
     {"-cuid=", Operand::none, true},
-    {"-triple", Operand::value, false, Value::device_triple},
-    {"-aux-triple", Operand::value, false, Value::host_triple},
-    {"-target-cpu", Operand::value, false, Value::sm_arch},
-    {"-aux-target-cpu", Operand::value, false, Value::cpu_name},
     {"-target-feature", Operand::value, false, Value::feature},
     {"-main-file-name", Operand::value, false, Value::file_name},
     {"-mrelocation-model", Operand::value, false, Value::reloc_model},
@@ -168,49 +176,21 @@ constexpr Option k_clang_options[] = {
     {"-ftemplate-backtrace-limit", Operand::value, false, Value::number},
     {"-fconstexpr-backtrace-limit", Operand::value, false, Value::number},
     {"-fmessage-length", Operand::value, false, Value::number},
-    {"-o", Operand::output_file},
 };
 
 // clang -cc1's options in the host side of a CUDA compile (clang++ -###, as above), which a
 // daemon runs from the launcher's preprocessed text (check_host_run): the host triple once, the
 // device triple as -aux-triple, a host CPU, and the device image the object embeds by the name of
-// a declared input. The daemon names the text and the object itself.
+// a declared input (this side's own, then k_clang_cc1_options). The daemon names the text and the
+// object itself.
 constexpr Option k_clang_host_options[] = {
-    {"-cc1"},
     {"-emit-obj"},
-    {"-disable-free"},
-    {"-clear-ast-before-backend"},
-    {"-disable-llvm-verifier"},
-    {"-discard-value-names"},
     {"-pic-is-pie"},
-    {"--offload-new-driver"},
-    {"-vectorize-loops"},
-    {"-vectorize-slp"},
-    {"-mconstructor-aliases"},
-    {"-menable-no-infs"},
-    {"-menable-no-nans"},
-    {"-mreassociate"},
-    {"-w"},
-    {"-pedantic"},
-    {"-O", Operand::none, true},
-    {"-std=", Operand::none, true},
-    {"-W", Operand::none, true},
-    {"-mframe-pointer=", Operand::none, true},
-    {"-target-sdk-version=", Operand::none, true},
-    {"-debugger-tuning=", Operand::none, true},
-    {"-cuid=", Operand::none, true},
     {"-triple", Operand::value, false, Value::host_triple},
     {"-aux-triple", Operand::value, false, Value::device_triple},
     {"-target-cpu", Operand::value, false, Value::cpu_name},
     {"-tune-cpu", Operand::value, false, Value::cpu_name},
-    {"-target-feature", Operand::value, false, Value::feature},
-    {"-main-file-name", Operand::value, false, Value::file_name},
-    {"-mrelocation-model", Operand::value, false, Value::reloc_model},
     {"-pic-level", Operand::value, false, Value::number},
-    {"-ferror-limit", Operand::value, false, Value::number},
-    {"-ftemplate-backtrace-limit", Operand::value, false, Value::number},
-    {"-fconstexpr-backtrace-limit", Operand::value, false, Value::number},
-    {"-fmessage-length", Operand::value, false, Value::number},
     {"-fcuda-include-gpubinary", Operand::input_file},
     {"-fembed-offload-object=", Operand::none, true},  // its name: a declared input (check_host_run)
 };
@@ -251,10 +231,14 @@ bool clang_llvm_option_allowed(std::string_view arg) {
   return arg == "-enable-memcpyopt-without-libcalls" || arg.starts_with("-nvptx-");
 }
 
-template <std::size_t N>
-const Option* find_option(const Option (&options)[N], std::string_view arg) {
-  for (const Option& o : options) {
-    if (o.prefix ? arg.starts_with(o.spelling) && arg.size() > o.spelling.size() : arg == o.spelling) return &o;
+// A tool's option tables, searched in order (a side's own, then what both sides share).
+using OptionTables = std::initializer_list<std::span<const Option>>;
+
+const Option* find_option(OptionTables tables, std::string_view arg) {
+  for (std::span<const Option> options : tables) {
+    for (const Option& o : options) {
+      if (o.prefix ? arg.starts_with(o.spelling) && arg.size() > o.spelling.size() : arg == o.spelling) return &o;
+    }
   }
   return nullptr;
 }
@@ -270,8 +254,7 @@ bool declared(const std::vector<std::string>& names, std::string_view name) {
 
 // clang's options that take a value the generic table cannot check: its own answer, or nullopt
 // when `arg` is not one of them. `i` moves past the value.
-template <std::size_t N>
-std::optional<Expected<void>> check_clang_special(const StepSpec& spec, std::size_t& i, const Option (&options)[N]) {
+std::optional<Expected<void>> check_clang_special(const StepSpec& spec, std::size_t& i, OptionTables options) {
   const std::string& arg = spec.args[i];
   if (arg != "-mllvm" && arg != "-mlink-builtin-bitcode" && arg != "-x") {
     if (arg.starts_with("-f") && !find_option(options, arg)) {
@@ -337,8 +320,7 @@ std::string value_refusal(Value kind, std::string_view value) {
   return "is not a value kcache knows";
 }
 
-template <std::size_t N>
-Expected<void> check_args(const StepSpec& spec, const Option (&options)[N]) {
+Expected<void> check_args(const StepSpec& spec, OptionTables options) {
   bool has_input = false;
   std::size_t triples = 0, aux_triples = 0;
   const bool clang = spec.tool == StepTool::clang || (spec.tool == StepTool::host && !spec.args.empty() && spec.args[0] == "-cc1");
@@ -468,9 +450,9 @@ Expected<void> check_step(const StepSpec& spec) {
     }
   }
   switch (spec.tool) {
-    case StepTool::cicc: return check_args(spec, k_cicc_options);
-    case StepTool::ptxas: return check_args(spec, k_ptxas_options);
-    case StepTool::nvlink: return check_args(spec, k_nvlink_options);
+    case StepTool::cicc: return check_args(spec, {k_cicc_options});
+    case StepTool::ptxas: return check_args(spec, {k_ptxas_options});
+    case StepTool::nvlink: return check_args(spec, {k_nvlink_options});
     case StepTool::clang: {
       // Only clang's CUDA device compile: it reads its input and libdevice, and writes its output.
       auto arg = [&](std::size_t i) { return i < spec.args.size() ? std::string_view(spec.args[i]) : std::string_view(); };
@@ -481,7 +463,7 @@ Expected<void> check_step(const StepSpec& spec) {
         return make_error(ErrorCode::k_invalid_argument,
                           "a clang step is clang -cc1 -triple nvptx64-nvidia-cuda -fcuda-is-device on preprocessed CUDA");
       }
-      return check_args(spec, k_clang_options);
+      return check_args(spec, {k_clang_options, k_clang_cc1_options});
     }
     case StepTool::manifest:
       if (spec.outputs != std::vector<std::string>{std::string(k_step_manifest)} || spec.inputs.size() != 1 || !spec.args.empty()) {
@@ -710,7 +692,7 @@ std::vector<std::string_view> embedded_images(const StepSpec& spec) {
 
 // clang -cc1's host side of a CUDA compile: the text first, then only the images it embeds.
 Expected<void> check_clang_host_run(const StepSpec& spec) {
-  if (auto ok = check_args(spec, k_clang_host_options); !ok) return ok;
+  if (auto ok = check_args(spec, {k_clang_host_options, k_clang_cc1_options}); !ok) return ok;
   std::size_t triple = 0, aux = 0;
   bool emit_object = false;
   for (std::size_t i = 0; i + 1 < spec.args.size(); ++i) {

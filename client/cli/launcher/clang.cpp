@@ -169,10 +169,7 @@ class ClangLaunch : public Launch {
     host.compile = s.compile;
     // The text first: the work folder's name taken out of it (line markers), so that it names
     // no launch of its own.
-    std::string bytes = read_file(text);
-    for (std::size_t at = bytes.find(work()); at != std::string::npos; at = bytes.find(work(), at)) {
-      bytes.erase(at, work().size());
-    }
+    std::string bytes = without_work_folder(read_file(text));
     host.inputs.emplace_back("host.cui", sha256(bytes));
     host.contents.push_back(std::move(bytes));
     for (std::size_t i = 1; i < s.compile.size(); ++i) {

@@ -119,6 +119,14 @@ Launch::~Launch() {
   if (!m_work_prefix.empty()) fs::remove_all(m_work_prefix, ec);
 }
 
+std::string Launch::without_work_folder(std::string text) const {
+  if (m_work_prefix.empty()) return text;
+  for (std::size_t at = text.find(m_work_prefix); at != std::string::npos; at = text.find(m_work_prefix, at)) {
+    text.erase(at, m_work_prefix.size());
+  }
+  return text;
+}
+
 std::vector<std::string> Launch::env_list() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : m_env) out.push_back(k + "=" + v);

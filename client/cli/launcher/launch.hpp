@@ -97,6 +97,9 @@ class Launch {
 
   // The launch's folder for the compiler's temporary files ("" when none could be made); ends in '/'.
   const std::string& work() const { return m_work_prefix; }
+  // `text` with every mention of the work folder taken out (its files by their names alone), so
+  // that what a key reads names no launch of its own.
+  std::string without_work_folder(std::string text) const;
 
   // Runs argv here with the plan's environment, in `cwd` (empty: the caller's). What it prints
   // goes to `out` (none: not printed); `result` gets the run.

@@ -108,13 +108,8 @@ class NvccLaunch : public Launch {
       for (auto w = first; w != first + static_cast<std::ptrdiff_t>(a.count); ++w) text += "arg\0" + *w + '\n';
       if (a.is_input() && !file(m_args[a.index])) return std::nullopt;
       if (a.spelling == "-l" || a.spelling == "--library") {
-        for (const std::string& folder : folders) {
-          std::string path = folder + "/lib" + a.value + ".a";
-          if (fs::exists(path, ec)) {
-            if (!file(path)) return std::nullopt;
-            break;
-          }
-        }
+        std::string path = find_archive(folders, a.value, [&](const std::string& p) { return fs::exists(p, ec); });
+        if (!path.empty() && !file(path)) return std::nullopt;
       }
     }
     return object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, std::vector<Digest>{sha256(*tools)}), {},
@@ -206,9 +201,7 @@ class NvccLaunch : public Launch {
       const std::string& program = step.argv.front();
       plan += basename_of(program);
       for (std::size_t i = 1; i < step.argv.size(); ++i) {
-        std::string a = step.argv[i - 1] == "-o" && step.argv[i] == target ? "object" : step.argv[i];
-        for (std::size_t at = a.find(work()); at != std::string::npos; at = a.find(work(), at)) a.erase(at, work().size());
-        plan += '\0' + a;
+        plan += '\0' + without_work_folder(step.argv[i - 1] == "-o" && step.argv[i] == target ? "object" : step.argv[i]);
       }
       plan += '\n';
       if (std::find(seen.begin(), seen.end(), program) != seen.end()) continue;
@@ -242,10 +235,7 @@ class NvccLaunch : public Launch {
     programs.push_back(sha256(cuda_headers_digest({fs::path(top->second) / "include"})));
     std::vector<std::pair<std::string, Digest>> inputs = {{"plan", sha256(plan)}};
     for (std::string& text : texts) {
-      for (std::size_t at = text.find(work()); at != std::string::npos; at = text.find(work(), at)) {
-        text.erase(at, work().size());
-      }
-      inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(text));
+      inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(without_work_folder(std::move(text))));
     }
     m_whole_request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
     const v1::StepRequest& request = *m_whole_request;
@@ -427,9 +417,7 @@ class NvccLaunch : public Launch {
     // The device side's texts, not the host's: a host-only edit keeps the ID, and so every
     // device step of the unit.
     for (const std::string& path : m_device_texts) {
-      std::string text = read_file(path);
-      for (std::size_t at = text.find(work()); at != std::string::npos; at = text.find(work(), at)) text.erase(at, work().size());
-      unit += to_hex(sha256(text)) + '\0';
+      unit += to_hex(sha256(without_work_folder(read_file(path)))) + '\0';
     }
     auto id = stable_module_id(read_file(*(file + 1)), unit);
     if (!id) return true;
@@ -498,10 +486,7 @@ class NvccLaunch : public Launch {
     host.prepare = [this, preprocess, prefix, gcc, input_name](HostCompile& h) {
       ProcessResult preprocessed;
       if (!run_here(preprocess, nullptr, {}, &preprocessed)) return false;  // its warnings: the compile's
-      std::string text = read_file(prefix + "kcache-host.ii");
-      for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) {
-        text.erase(at, prefix.size());
-      }
+      std::string text = without_work_folder(read_file(prefix + "kcache-host.ii"));
       // Macros are left for the compile: the time of day would not be in the text, so a unit
       // that asks for it has no entry (the compile runs here, each time).
       if (gcc && (text.find("__DATE__") != std::string::npos || text.find("__TIME__") != std::string::npos ||

@@ -293,6 +293,15 @@ std::string whole_compile_target(const std::vector<PlanStep>& steps, std::string
   return preprocessed && host_compiles == 1 ? target : std::string();
 }
 
+std::string find_archive(const std::vector<std::string>& folders, std::string_view name,
+                         const std::function<bool(const std::string&)>& exists) {
+  for (const std::string& folder : folders) {
+    std::string path = folder + "/lib" + std::string(name) + ".a";
+    if (exists(path)) return path;
+  }
+  return {};
+}
+
 NvlinkStep plan_nvlink(const std::vector<std::string>& argv, std::string_view work,
                        const std::function<bool(const std::string&)>& exists) {
   NvlinkStep out;
@@ -302,13 +311,6 @@ NvlinkStep plan_nvlink(const std::vector<std::string>& argv, std::string_view wo
     if (argv[i] == "-L" && i + 1 < argv.size()) folders.push_back(argv[++i]);
     else if (argv[i].starts_with("-L") && argv[i].size() > 2) folders.push_back(argv[i].substr(2));
   }
-  auto find_library = [&](const std::string& name) -> std::string {
-    for (const std::string& folder : folders) {
-      std::string path = folder + "/lib" + name + ".a";
-      if (exists(path)) return path;
-    }
-    return {};
-  };
   out.argv.push_back(argv.front());
   for (std::size_t i = 1; i < argv.size(); ++i) {
     const std::string& a = argv[i];
@@ -327,7 +329,7 @@ NvlinkStep plan_nvlink(const std::vector<std::string>& argv, std::string_view wo
       // it finds hold device code only in libcudadevrt.a (in nvlink's identity); a library of
       // the toolkit's with no device code passes (libcudart_static.a, libculibos.a); any other
       // found is linked here.
-      std::string name = a.substr(2), path = find_library(name);
+      std::string name = a.substr(2), path = find_archive(folders, name, exists);
       if (name == "cudadevrt") {
         if (path.empty()) return out.refusal = "nvlink: no libcudadevrt.a in its -L folders", out;
         out.cudadevrt = path;

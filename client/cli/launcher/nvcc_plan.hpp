@@ -71,6 +71,11 @@ std::string whole_compile_target(const std::vector<PlanStep>& steps, std::string
 // must be found in those folders (its archive's digest is in nvlink's identity); a library of
 // device code other than it refuses the step (`refusal`: nvlink then runs here, as the plan has
 // it). `exists` says whether a file is there.
+// The archive -l`name` links from `folders` (-L, in order), as nvlink finds it: the first
+// lib`name`.a there; empty when none.
+std::string find_archive(const std::vector<std::string>& folders, std::string_view name,
+                         const std::function<bool(const std::string&)>& exists);
+
 struct NvlinkStep {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> inputs;
