@@ -196,6 +196,54 @@ TEST_F(JailedSteps, ResponseFilesInOptionValuesAreRefused) {
   expect_refused(cicc, "starts with '@'", "a response file as cicc's source name");
 }
 
+// A peer's device link (nvlink) links only from the daemon's own toolkit: a -L folder of anything
+// else is refused before nvlink runs, a library named by more than a plain name and a response
+// file are refused at the edge, and a peer's junk "object" fails in the jail, nothing kept, the
+// daemon serving on.
+TEST_F(JailedSteps, ANvlinkStepLinksOnlyFromTheDaemonsToolkit) {
+  const fs::path nvlink = k_cuda / "bin" / "nvlink";
+  fs::path cudadevrt;
+  for (const char* folder : {"lib64", "targets/x86_64-linux/lib"}) {
+    if (cudadevrt.empty() && fs::exists(k_cuda / folder / "libcudadevrt.a")) cudadevrt = k_cuda / folder / "libcudadevrt.a";
+  }
+  if (!fs::exists(nvlink) || cudadevrt.empty()) GTEST_SKIP() << "no nvlink and libcudadevrt.a under " << k_cuda;
+  auto request = [&](const std::string& folder) {
+    v1::StepRequest r;
+    r.set_tool(v1::STEP_TOOL_NVLINK);
+    std::vector<Digest> files = {sha256_file(nvlink.string()).value_or(Digest{}), sha256_file(cudadevrt.string()).value_or(Digest{})};
+    r.set_tool_digest(to_hex(step_tool_identity(StepTool::nvlink, files)));
+    for (const std::string& a : std::vector<std::string>{"-m64", "--arch=sm_80", "-L" + folder, "-lcudadevrt", "-cpu-arch=X86_64",
+                                                            "f0.o", "-o", "f1.cubin"}) {
+      r.add_args(a);
+    }
+    v1::StepFile* in = r.add_inputs();
+    in->set_name("f0.o");
+    in->set_content("not an object THE-SECRET");
+    r.add_outputs("f1.cubin");
+    return r;
+  };
+  auto elsewhere = builder().step(request("/etc"));
+  ASSERT_FALSE(elsewhere) << "nvlink ran with a -L folder of the peer's choosing";
+  EXPECT_EQ(elsewhere.error().code, ErrorCode::k_failed_precondition) << elsewhere.error().message;
+  EXPECT_NE(elsewhere.error().message.find("is not this kcached's toolkit's"), std::string::npos) << elsewhere.error().message;
+
+  v1::StepRequest traversal = request(cudadevrt.parent_path().string());
+  traversal.set_args(3, "-l../../../etc/shadow");
+  expect_refused(traversal, "more than a plain name", "a library named by a path");
+  v1::StepRequest response = request(cudadevrt.parent_path().string());
+  response.set_args(1, "@" + (m_dir.path() / "tokens").string());
+  expect_refused(response, "starts with '@'", "a response file among nvlink's options");
+
+  auto junk = builder().step(request(cudadevrt.parent_path().string()));
+  ASSERT_TRUE(junk) << junk.error().message;
+  EXPECT_NE(junk->exit_code(), 0) << "nvlink linked a junk object";
+  EXPECT_EQ(junk->outputs_size(), 0);
+  auto again = builder().step(request(cudadevrt.parent_path().string()));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_NE(again->outcome(), v1::OUTCOME_HIT) << "a failed link is never kept";
+  EXPECT_TRUE(builder().step(cicc_request())) << "the daemon serves on";
+}
+
 // Preprocessed input that still makes clang or cicc read a file of the daemon's host, spelled as
 // the compilers read it and the old line check did not: a lone CR, a NUL or a non-ASCII blank
 // before '#', a backslash-CR splice, #embed after a lone CR. All refused, nothing read.
