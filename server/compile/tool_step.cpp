@@ -33,16 +33,29 @@ std::filesystem::path cudadevrt_path(const Toolchain& t) {
 }
 
 // Whether `folder`, as a client's plan names it (/usr/local/cuda/bin/../targets/x86_64-linux/lib),
-// is one of this toolkit's library folders or their stubs.
+// is one of this toolkit's library folders or their stubs: a path under the toolkit's root as
+// kcached names it or as it resolves (/usr/local/cuda-13.0: CMake names the toolkit so), the two
+// spellings that exist in the jail, that resolves to one of them. nvlink writes the folder into
+// what it links, so it runs on the folder as named.
 bool is_toolkit_library_folder(const Toolchain& t, const std::string& folder) {
-  auto plain = [](const std::filesystem::path& p) {
-    std::string s = p.lexically_normal().string();
-    while (s.size() > 1 && s.ends_with('/')) s.pop_back();
-    return s;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path asked = fs::path(folder).lexically_normal();
+  const fs::path real_root = fs::canonical(t.cuda_root, ec);
+  if (ec) return false;
+  auto under = [&](const fs::path& root) {
+    std::string r = root.lexically_normal().string();
+    while (r.size() > 1 && r.ends_with('/')) r.pop_back();
+    return asked.string().starts_with(r + "/");
   };
-  const std::string asked = plain(folder);
-  for (const char* lib : {"lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) {
-    if (asked == plain(t.cuda_root / lib) || asked == plain(t.cuda_root / lib / "stubs")) return true;
+  if (!asked.is_absolute() || !(under(t.cuda_root) || under(real_root))) return false;
+  const fs::path resolved = fs::canonical(asked, ec);
+  if (ec) return false;
+  for (const char* lib : {"lib", "lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) {
+    for (const fs::path& candidate : {real_root / lib, real_root / lib / "stubs"}) {
+      std::error_code missing;
+      if (fs::path library = fs::canonical(candidate, missing); !missing && library == resolved) return true;
+    }
   }
   return false;
 }

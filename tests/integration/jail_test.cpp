@@ -238,6 +238,11 @@ TEST_F(JailedSteps, ANvlinkStepLinksOnlyFromTheDaemonsToolkit) {
   ASSERT_TRUE(junk) << junk.error().message;
   EXPECT_NE(junk->exit_code(), 0) << "nvlink linked a junk object";
   EXPECT_EQ(junk->outputs_size(), 0);
+  // The toolkit's folder as it resolves (/usr/local/cuda -> /usr/local/cuda-13.0, the spelling
+  // CMake's device links use) is the toolkit's too: nvlink runs on it.
+  auto resolved = builder().step(request(fs::canonical(cudadevrt.parent_path()).string()));
+  ASSERT_TRUE(resolved) << "the toolkit's own folder, resolved: " << resolved.error().message;
+  EXPECT_NE(resolved->exit_code(), 0) << "nvlink linked a junk object";
   auto again = builder().step(request(cudadevrt.parent_path().string()));
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_NE(again->outcome(), v1::OUTCOME_HIT) << "a failed link is never kept";

@@ -377,17 +377,22 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   const fs::path masquerade = m_dir.path() / "kcache-bin" / "nvcc";
   fs::create_directories(masquerade.parent_path());
   fs::create_symlink(KCACHE_CLI_PATH, masquerade);
-  const std::string toolkit = "CUDA_PATH=" + nvcc_.parent_path().parent_path().string();
+  // The toolkit as it resolves (/usr/local/cuda-13.0 where /usr/local/cuda links to it), with no
+  // toolkit on PATH: CMake then names its library folders so in each device link, as on a
+  // machine whose PATH lacks the toolkit; the daemon knows them as its own toolkit's.
+  const fs::path nvcc = fs::canonical(nvcc_);
+  const std::string toolkit = "CUDA_PATH=" + nvcc.parent_path().parent_path().string();
+  const std::string path = "PATH=/usr/bin:/bin";
   auto configure = [&](const std::string& build, bool launched) {
-    std::vector<std::string> argv = {"/usr/bin/env", toolkit, "/usr/bin/cmake", "-S", source.string(), "-B",
+    std::vector<std::string> argv = {"/usr/bin/env", toolkit, path, "/usr/bin/cmake", "-S", source.string(), "-B",
                                      (m_dir.path() / build).string(), "-G", "Ninja",
-                                     "-DCMAKE_CUDA_COMPILER=" + (launched ? masquerade : nvcc_).string()};
+                                     "-DCMAKE_CUDA_COMPILER=" + (launched ? masquerade : nvcc).string()};
     if (launched) argv.push_back(std::string("-DCMAKE_CXX_COMPILER_LAUNCHER=") + KCACHE_CLI_PATH);
     ProcessResult r = run(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output << r.error_output;
   };
   auto build = [&](const std::string& build, const std::string& target = {}) {
-    std::vector<std::string> argv = {"/usr/bin/env", toolkit, "/usr/bin/ninja", "-C", (m_dir.path() / build).string()};
+    std::vector<std::string> argv = {"/usr/bin/env", toolkit, path, "/usr/bin/ninja", "-C", (m_dir.path() / build).string()};
     if (!target.empty()) argv.push_back(target);
     ProcessResult r = run(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output << r.error_output;
