@@ -428,6 +428,7 @@ TEST_F(LauncherCorpus, AMultiTargetCmakeProjectGivesAPlainBuildsDeviceCode) {
   EXPECT_EQ(warm["direct.hit"], 2) << "no preprocessor ran (the two files without -lineinfo, whose line tables hold files' times)";
   EXPECT_EQ(warm["cicc.miss"] + warm["ptxas.miss"] + warm["host.miss"], 0);
   EXPECT_EQ(warm["device_link.local_hit"], 2) << "each device link's object, named by its inputs' bytes";
+  EXPECT_EQ(warm["device_link.without_grpc"], 2) << "answered by kcache itself, before kcache-grpc started";
   EXPECT_EQ(warm["nvlink.hit"] + warm["nvlink.miss"] + warm["nvlink.local"], 0) << "no nvlink ran";
   for (const std::string& program : {"app_saxpy", "app_reduce"}) {
     const std::string link = "CMakeFiles/" + program + ".dir/cmake_device_link.o";

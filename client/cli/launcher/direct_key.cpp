@@ -11,6 +11,7 @@
 #include "kcache/search_path.hpp"
 #include "launcher/local_objects.hpp"
 #include "launcher/local_stats.hpp"
+#include "launcher/nvcc_plan.hpp"
 #include "launcher/options.hpp"
 #include "launcher/tool_identity.hpp"
 
@@ -82,6 +83,63 @@ Digest direct_key_of(const std::string& tools, const DirectArgs& args, const std
   return sha256(text);
 }
 
+StepSpec ObjectName::spec() const {
+  StepSpec out;
+  out.tool = tool;
+  out.tool_digest = identity;
+  out.args = key_args;
+  for (const auto& [name, digest] : inputs) out.inputs.push_back(name);
+  out.outputs = {std::string(k_step_object)};
+  return out;
+}
+
+Key ObjectName::key() const {
+  std::vector<Digest> digests;
+  for (const auto& [name, digest] : inputs) digests.push_back(digest);
+  return compute_step_key(spec(), digests);
+}
+
+std::optional<ObjectName> device_link_name(const std::string& nvcc, const std::map<std::string, std::string>& env,
+                                           const std::vector<std::string>& args) {
+  auto tools = nvcc_tools(nvcc, env, args);
+  if (!tools) return std::nullopt;
+  auto path_of = env.find("PATH");
+  std::error_code ec;
+  const fs::path nvlink =
+      fs::canonical(search_path(nvcc, path_of == env.end() ? k_default_path : std::string_view(path_of->second)), ec)
+          .parent_path() / "nvlink";
+  auto nvlink_digest = file_digest(nvlink.string());
+  if (ec || !nvlink_digest) return std::nullopt;
+  std::string text = "kcache-device-link 2"s + '\0' + *tools + "\0nvlink\0"s + to_hex(*nvlink_digest);
+  for (std::string_view name : k_direct_environment) {
+    auto it = env.find(std::string(name));
+    text += "\0env\0"s + std::string(name) + '=' + (it == env.end() ? "" : it->second);
+  }
+  std::vector<std::string> folders;
+  const std::vector<Arg> read = read_args(nvcc_options(), args);
+  for (const Arg& a : read) {
+    if (a.spelling == "-L" || a.spelling == "--library-path") folders.push_back(a.value);
+  }
+  auto file = [&](const std::string& path) -> bool {
+    auto digest = sha256_file(path);
+    if (!digest) return false;
+    text += "\0file\0"s + path + '\0' + to_hex(*digest);
+    return true;
+  };
+  for (const Arg& a : read) {
+    if (a.affects(k_output)) continue;  // the object's place
+    auto first = args.begin() + static_cast<std::ptrdiff_t>(a.index);
+    for (auto w = first; w != first + static_cast<std::ptrdiff_t>(a.count); ++w) text += "\0arg\0"s + *w;
+    if (a.is_input() && !file(args[a.index])) return std::nullopt;
+    if (a.spelling == "-l" || a.spelling == "--library") {
+      std::string path = find_archive(folders, a.value, [&](const std::string& p) { return fs::exists(p, ec); });
+      if (!path.empty() && !file(path)) return std::nullopt;
+    }
+  }
+  return ObjectName{StepTool::nvcc, step_tool_identity(StepTool::nvcc, std::vector<Digest>{sha256(*tools)}), {},
+                    {{"device-link", sha256(text)}}};
+}
+
 fs::path manifest_path(const Digest& key) {
   fs::path state = state_dir();
   return state.empty() ? fs::path() : state / "manifests" / to_hex(key).substr(0, 2) / to_hex(key);
@@ -114,14 +172,32 @@ std::optional<int> answer_from_this_machine(const std::string& nvcc, const std::
     if (a == "--options-file" || a == "-optf" || a.starts_with("--options-file=")) return std::nullopt;
   }
   Invocation one = nvcc_invocation(args);
-  if (!one.unchanged.empty() || one.device_link || one.per_source.size() != 1 || one.per_source.front() != args) {
-    return std::nullopt;
-  }
+  if (!one.unchanged.empty() || one.per_source.size() != 1 || one.per_source.front() != args) return std::nullopt;
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
     auto eq = entry.find('=');
     if (eq != std::string_view::npos) env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  // Where the object lands, what its compile printed printed, counted; false: not so answered.
+  auto answer = [&](const LocalObject& object, std::string out, std::string err,
+                    std::initializer_list<const char*> counted) {
+    if (!write_into_place(object_path(nvcc_options(), args), object.object)) return false;
+    out += object.stdout_text;
+    err += object.stderr_text;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fwrite(err.data(), 1, err.size(), stderr);
+    LocalStats stats;
+    for (const char* name : counted) stats.add(name);
+    return true;
+  };
+  if (one.device_link) {
+    auto name = device_link_name(nvcc, env, args);
+    auto object = name ? LocalObjects::open().get(name->key()) : std::nullopt;
+    if (!object || !answer(*object, {}, {}, {"launcher.device_links", "device_link.local_hit", "device_link.without_grpc"})) {
+      return std::nullopt;
+    }
+    return 0;
   }
   auto view = direct_args(nvcc_options(), args);
   if (!view) return std::nullopt;
@@ -140,20 +216,16 @@ std::optional<int> answer_from_this_machine(const std::string& nvcc, const std::
     if (!key || !manifest_entry_holds(entry, folder, files)) continue;
     auto object = LocalObjects::open().get(Key{*key});
     if (!object) return std::nullopt;  // the daemon may have it: the full launcher asks
-    if (!write_into_place(object_path(nvcc_options(), args), object->object)) return std::nullopt;
     if (!entry.dependencies.empty() &&
         !write_into_place(dependency_options(nvcc_options(), args).file, entry.dependencies)) {
       return std::nullopt;
     }
     // As the launcher prints a compile: the driver's messages, then each step's, in order.
-    std::string out = entry.out + object->stdout_text, err = entry.driver + entry.err + object->stderr_text;
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fwrite(err.data(), 1, err.size(), stderr);
-    LocalStats stats;
-    stats.add("launcher.compiles");
-    stats.add("direct.hit");
-    stats.add("nvcc.local_hit");
-    stats.add("direct.without_grpc");  // answered before the full client started
+    // direct.without_grpc: answered before the full client started.
+    if (!answer(*object, entry.out, entry.driver + entry.err,
+                {"launcher.compiles", "direct.hit", "nvcc.local_hit", "direct.without_grpc"})) {
+      return std::nullopt;
+    }
     return 0;
   }
   return std::nullopt;

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "kcache/key.hpp"
 #include "kcache/sha256.hpp"
+#include "kcache/step.hpp"
 #include "launcher/direct.hpp"
 
 namespace kcache::launcher {
@@ -37,6 +39,26 @@ std::string next_on_path(const std::string& name);
 // empty when none is there.
 std::string toolkit_nvcc();
 
+// A host-side object's name (the host compile's object, nvcc's whole compile's, a device link's):
+// a step of `tool` of that identity, the key's arguments and its inputs by digest, giving
+// k_step_object. The daemon and this machine's objects (local_objects.hpp) keep it under key().
+struct ObjectName {
+  StepTool tool = StepTool::nvcc;
+  Digest identity{};
+  std::vector<std::string> key_args;
+  std::vector<std::pair<std::string, Digest>> inputs;
+
+  StepSpec spec() const;
+  Key key() const;
+};
+
+// A device link (nvcc -dlink, `nvcc` found as for nvcc_tools) named by its inputs' bytes: the
+// command line without the object's place, the digest of every object and archive it links and
+// of each -l library its -L folders hold, nvcc's tools (nvcc_tools) and nvlink's program, and the
+// environment that reaches nvcc (k_direct_environment). nullopt where one cannot be read.
+std::optional<ObjectName> device_link_name(const std::string& nvcc, const std::map<std::string, std::string>& env,
+                                           const std::vector<std::string>& args);
+
 // answer_from_this_machine for a command line that names nvcc (kcache run as nvcc, or `kcache
 // nvcc ...`); nullopt for any other.
 std::optional<int> answer_nvcc_from_this_machine(int argc, char** argv);
@@ -45,6 +67,7 @@ std::optional<int> answer_nvcc_from_this_machine(int argc, char** argv);
 // object and dependency file written into place, what the compile printed printed, the counters
 // kept; the compiler's exit code (0). nullopt: not so answered (no manifest, no entry holds, the
 // object is not on this machine, a command line direct mode does not take): the full launcher runs.
+// A device link (nvcc -dlink) likewise, from this machine's objects by device_link_name.
 std::optional<int> answer_from_this_machine(const std::string& nvcc, const std::vector<std::string>& args);
 
 }  // namespace kcache::launcher

@@ -328,7 +328,7 @@ bool Launch::host_object(Printed& out, HostCompile& host) {
     m_stats.add("host.local");
     return compile_here();
   }
-  v1::StepRequest request = object_request(StepTool::host, *host.identity, host.key_args, host.inputs);
+  v1::StepRequest request = object_request({StepTool::host, *host.identity, host.key_args, host.inputs});
   if (take_local_object(out, request, StepTool::host, host.object)) {
     if (early) early->join(), early.reset();
     return true;
@@ -391,19 +391,10 @@ std::optional<Key> object_key(const v1::StepRequest& request) {
   return compute_step_key(spec, digests);
 }
 
-v1::StepRequest Launch::object_request(StepTool tool, const Digest& identity, const std::vector<std::string>& key_args,
-                                       const std::vector<std::pair<std::string, Digest>>& inputs) {
-  StepSpec spec;
-  spec.tool = tool;
-  spec.tool_digest = identity;
-  spec.args = key_args;
+v1::StepRequest Launch::object_request(const ObjectName& name) {
   std::vector<Digest> digests;
-  for (const auto& [name, digest] : inputs) {
-    spec.inputs.push_back(name);
-    digests.push_back(digest);
-  }
-  spec.outputs = {std::string(k_step_object)};
-  return wire::step_request(spec, {}, digests);
+  for (const auto& [file, digest] : name.inputs) digests.push_back(digest);
+  return wire::step_request(name.spec(), {}, digests);
 }
 
 void Launch::keep_a_copy(const v1::StepRequest& request, const v1::StepResponse& found) {

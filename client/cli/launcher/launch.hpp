@@ -137,10 +137,9 @@ class Launch {
   // device image): where no daemon is asked, the compile then starts at once, beside `prepare`.
   bool host_object(Printed& out, HostCompile& host);
 
-  // A host-side entry (the host compile's object, or nvcc's whole compile's): its request, named by
-  // the tool's identity, the key's arguments and the inputs' digests, asking for the object.
-  static v1::StepRequest object_request(StepTool tool, const Digest& identity, const std::vector<std::string>& key_args,
-                                        const std::vector<std::pair<std::string, Digest>>& inputs);
+  // A host-side object's request (the host compile's, nvcc's whole compile's, a device link's),
+  // asking for the object by its name (direct_key.hpp).
+  static v1::StepRequest object_request(const ObjectName& name);
   // Whether the daemon's answer to it (ask_daemon) found the object; take_object then writes it to
   // `object` and keeps what its compile printed, to print.
   static bool holds_object(const std::optional<v1::StepResponse>& found);

@@ -60,11 +60,9 @@ class NvccLaunch : public Launch {
     direct_record(*m_whole_request, texts, printed_in(m_preprocessor_slots), fs::exists(deps) ? deps : std::string());
   }
 
-  // A device link (nvcc -dlink) answered from its inputs' bytes, before any plan: its object is
-  // named by the command line (the object's place left out), the digest of every object and
-  // archive it links and of every -l library found in its -L folders, and its tools (nvcc's as
-  // direct_tools names them, and nvlink). Found in this machine's objects or the daemon's, it is
-  // the object; else the plan runs (each nvlink a step of its own) and its object is offered.
+  // A device link (nvcc -dlink) answered from its inputs' bytes (device_link_name), before any
+  // plan. Found in this machine's objects or the daemon's, it is the object; else the plan runs
+  // (each nvlink a step of its own) and its object is offered.
   bool answered_before_plan() override {
     if (!m_device_link) return direct_hit();
     m_device_link_request = device_link_request();
@@ -84,36 +82,9 @@ class NvccLaunch : public Launch {
   }
 
   std::optional<v1::StepRequest> device_link_request() {
-    auto tools = direct_tools();
-    if (!tools) return std::nullopt;
-    std::error_code ec;
-    fs::path nvlink = fs::canonical(find_program(m_compiler, m_env), ec).parent_path() / "nvlink";
-    auto nvlink_digest = file_digest(nvlink.string());
-    if (ec || !nvlink_digest) return std::nullopt;
-    std::string text = "kcache-device-link 1\n" + *tools + "\nnvlink=" + to_hex(*nvlink_digest) + "\n";
-    std::vector<std::string> folders;
-    const std::vector<Arg> args = read_args(nvcc_options(), m_args);
-    for (const Arg& a : args) {
-      if (a.spelling == "-L" || a.spelling == "--library-path") folders.push_back(a.value);
-    }
-    auto file = [&](const std::string& path) -> bool {
-      auto digest = sha256_file(path);
-      if (!digest) return false;
-      text += "file\0" + path + '\0' + to_hex(*digest) + '\n';
-      return true;
-    };
-    for (const Arg& a : args) {
-      auto first = m_args.begin() + static_cast<std::ptrdiff_t>(a.index);
-      if (a.affects(k_output)) continue;  // the object's place
-      for (auto w = first; w != first + static_cast<std::ptrdiff_t>(a.count); ++w) text += "arg\0" + *w + '\n';
-      if (a.is_input() && !file(m_args[a.index])) return std::nullopt;
-      if (a.spelling == "-l" || a.spelling == "--library") {
-        std::string path = find_archive(folders, a.value, [&](const std::string& p) { return fs::exists(p, ec); });
-        if (!path.empty() && !file(path)) return std::nullopt;
-      }
-    }
-    return object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, std::vector<Digest>{sha256(*tools)}), {},
-                          {{"device-link", sha256(text)}});
+    auto name = device_link_name(m_compiler, m_env, m_args);
+    if (!name) return std::nullopt;
+    return object_request(*name);
   }
 
   // Direct mode: nvcc's options, and its tools by their files' digests (kept by file identity:
@@ -237,7 +208,7 @@ class NvccLaunch : public Launch {
     for (std::string& text : texts) {
       inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(without_work_folder(std::move(text))));
     }
-    m_whole_request = object_request(StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs);
+    m_whole_request = object_request({StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs});
     const v1::StepRequest& request = *m_whole_request;
     // This machine's own, else the daemon's; where neither has it (or the daemon is down or
     // refuses), every step runs as before, and the object is offered or kept here after.
