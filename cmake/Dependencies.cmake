@@ -18,8 +18,9 @@ find_package(absl CONFIG REQUIRED)  # gRPC's own; kcached turns off its mutex de
 # links Debian's archives of gRPC, Protobuf, Abseil and what they use instead, where all are
 # installed: kcache-grpc starts on every compile the front does not answer, and mapping and
 # binding some sixty shared libraries was most of its start-up (15 ms of `--version`; 3.5 ms so).
+# zlib stays shared: Debian's policy keeps it one copy (lintian: embedded-library).
 set(kcache_grpc_archives)
-foreach(name grpc++ grpc address_sorting re2 upb cares gpr protobuf ssl crypto z)
+foreach(name grpc++ grpc address_sorting re2 upb cares gpr protobuf ssl crypto)
   find_library(KCACHE_ARCHIVE_${name} lib${name}.a)
   if(KCACHE_ARCHIVE_${name})
     list(APPEND kcache_grpc_archives ${KCACHE_ARCHIVE_${name}})
@@ -37,7 +38,7 @@ target_link_libraries(kcache_grpc INTERFACE "$<$<NOT:${static_grpc}>:gRPC::grpc+
                       "$<$<NOT:${static_grpc}>:protobuf::libprotobuf>")
 target_include_directories(kcache_grpc INTERFACE $<TARGET_PROPERTY:gRPC::grpc++,INTERFACE_INCLUDE_DIRECTORIES>)
 # Abseil's archives use one another in no one order: one group.
-foreach(item ${kcache_grpc_archives} -Wl,--start-group ${kcache_absl_archives} -Wl,--end-group -ldl -pthread)
+foreach(item ${kcache_grpc_archives} -Wl,--start-group ${kcache_absl_archives} -Wl,--end-group -lz -ldl -pthread)
   target_link_libraries(kcache_grpc INTERFACE "$<${static_grpc}:${item}>")
 endforeach()
 find_package(spdlog REQUIRED)
