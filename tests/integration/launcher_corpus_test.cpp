@@ -171,7 +171,7 @@ class LauncherCorpus : public ::testing::Test {
       if (line.outcome == "cached" && theirs.exit_code == 0) {
         EXPECT_EQ(c["launcher.compiles"], line.compiles) << "the launcher ran the compiler's plan, once per source";
         if (std::string(pass) == "hit") {
-          EXPECT_GE(c["nvcc.hit"] + c["nvcc.local_hit"] + c["host.hit"] + c["cicc.hit"] + c["clang.hit"], 1)
+          EXPECT_GE(c["nvcc.hit"] + c["nvcc.local_hit"] + c["host.hit"] + c["host.local_hit"] + c["cicc.hit"] + c["clang.hit"], 1)
               << "a hit the second time";
         }
       } else if (line.outcome != "cached") {

@@ -110,13 +110,12 @@ class Launcher : public ::testing::Test {
     }
   }
 
-  // Every step of a build was a hit: `device` (cicc or clang) and ptxas for each of `files` x
-  // `archs`, and each file's host object.
-  static void expect_every_step_hit(std::map<std::string, long> c, const std::string& device, long files, long archs) {
-    EXPECT_EQ(c[device + ".hit"], files * archs);
-    EXPECT_EQ(c["ptxas.hit"], files * archs);
-    EXPECT_EQ(c["host.hit"], files);
-    EXPECT_EQ(c[device + ".miss"] + c["ptxas.miss"] + c["host.miss"], 0);
+  // Every compile of a clang build was a direct hit: its host object from its manifest, and no
+  // preprocessor or step ran (clang's device compiles, ptxas, the host compile).
+  static void expect_every_direct_hit(std::map<std::string, long> c, long files) {
+    EXPECT_EQ(c["direct.hit"], files);
+    EXPECT_EQ(c["host.hit"] + c["host.local_hit"], files) << "each file's object, from the daemon or this machine";
+    EXPECT_EQ(c["clang.hit"] + c["clang.miss"] + c["ptxas.hit"] + c["ptxas.miss"] + c["host.miss"], 0);
   }
 
   // The edits every launcher build must take without serving a stale object, on `build_dir`
@@ -308,10 +307,11 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   EXPECT_EQ(program_output("clang-a"), "fixture banner v1\nnote 0\n");
   std::string cold_program = read_all(m_dir.path() / "clang-a" / "fixture");
 
-  // Warm, after ninja -t clean: no compiler step runs; the same program, byte for byte.
+  // Warm, after ninja -t clean: each compile a direct hit, no preprocessor or step runs; the same
+  // program, byte for byte.
   ASSERT_EQ(run_ok({"/usr/bin/ninja", "-C", (m_dir.path() / "clang-a").string(), "-t", "clean"}), 0);
   ASSERT_EQ(build("clang-a"), 0);
-  expect_every_step_hit(counts(), "clang", k_files, 2);
+  expect_every_direct_hit(counts(), k_files);
   EXPECT_TRUE(read_all(m_dir.path() / "clang-a" / "fixture") == cold_program) << "the rebuilt program differs";
 
   // A second machine: another build folder on the other daemon, which gets every step from Redis.
@@ -323,7 +323,7 @@ TEST_F(Launcher, AClangBuildSharesEachArchsDeviceCompileAcrossTheFleet) {
   server_ = b->address();
   write_build("clang-b", both);
   ASSERT_EQ(build("clang-b"), 0);
-  expect_every_step_hit(counts(), "clang", k_files, 2);
+  expect_every_direct_hit(counts(), k_files);
   Client b_client(ClientOptions{b->address(), std::chrono::seconds(30)});
   auto b_stats = b_client.stats();
   ASSERT_TRUE(b_stats);
@@ -444,6 +444,73 @@ TEST_F(Launcher, ADirectHitRunsNoPreprocessorAndIsNeverStale) {
   EXPECT_EQ(timed["direct.reads_the_time"], 1);
   EXPECT_EQ(timed_says, "3 9\n");
   EXPECT_EQ(compile().first["direct.hit"], 0);
+}
+
+// Direct mode with clang (`kcache clang++ -x cuda ...`): a compile seen before is answered from
+// its manifest with its host object, running no preprocessor and no step, and never stale: a
+// changed header, a header that shadows a listed one, host-only code and a -D each miss, and the
+// object is then clang's own for the new source.
+TEST_F(Launcher, AClangDirectHitRunsNoPreprocessorAndIsNeverStale) {
+  if (!fs::exists("/usr/bin/clang++-22")) GTEST_SKIP() << "/usr/bin/clang++-22 is absent (clang-22)";
+  auto daemon = start_daemon("a");
+  server_ = daemon->address();
+  const fs::path work = m_dir.path() / "clang-direct";
+  fs::create_directories(work / "inc");
+  std::ofstream(work / "inc" / "scale.h") << "#define SCALE 2\n";
+  std::ofstream(work / "inc" / "host_only.h") << "inline int host_value() { return 7; }\n";
+  std::ofstream(work / "main.cu") << "#include \"scale.h\"\n__global__ void k(int* x) { x[0] = SCALE; }\n"
+                                     "#ifndef __CUDA_ARCH__\n#include \"host_only.h\"\n"
+                                     "int answer() { return SCALE * 100 + host_value(); }\n#endif\n";
+  auto command = [&](bool launched, const std::string& out, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv;
+    if (launched) argv.push_back(KCACHE_CLI_PATH);
+    for (std::string a : {"/usr/bin/clang++-22", "-x", "cuda", "--cuda-gpu-arch=sm_80", "-MD", "-MF", "main.d", "-c"}) {
+      argv.push_back(a);
+    }
+    argv.push_back(std::string("--cuda-path=") + KCACHE_CUDA_ROOT);
+    argv.push_back("-I" + (work / "inc").string());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), {(work / "main.cu").string(), "-o", out});
+    return argv;
+  };
+  // The launcher's object, its counts, and whether it is clang's own for the same command.
+  auto compile = [&](std::vector<std::string> extra = {}) {
+    fs::remove(work / "main.o");
+    EXPECT_EQ(run_ok(command(true, "main.o", extra), work), 0);
+    auto c = counts();
+    EXPECT_EQ(run_ok(command(false, "plain.o", extra), work), 0);
+    EXPECT_TRUE(read_all(work / "main.o") == read_all(work / "plain.o")) << "not clang's object for this source";
+    return c;
+  };
+  counts();
+  auto cold = compile();
+  EXPECT_EQ(cold["direct.recorded"], 1);
+  EXPECT_EQ(cold["clang.miss"], 1);
+  const std::string dependencies = read_all(work / "main.d");
+  EXPECT_NE(dependencies.find("host_only.h"), std::string::npos) << "the host side's headers are listed";
+
+  auto warm = compile();
+  EXPECT_EQ(warm["direct.hit"], 1);
+  EXPECT_EQ(warm["host.hit"] + warm["host.local_hit"], 1);
+  EXPECT_EQ(warm["clang.hit"] + warm["clang.miss"] + warm["ptxas.hit"] + warm["ptxas.miss"] + warm["host.miss"], 0)
+      << "no step ran, nor the preprocessors before them";
+  EXPECT_EQ(read_all(work / "main.d"), dependencies) << "the dependency file, as the compile wrote it";
+
+  std::ofstream(work / "inc" / "scale.h") << "#define SCALE 3\n";
+  EXPECT_EQ(compile()["direct.hit"], 0) << "a changed header";
+  EXPECT_EQ(compile()["direct.hit"], 1) << "and hits again";
+
+  std::ofstream(work / "scale.h") << "#define SCALE 4\n";
+  EXPECT_EQ(compile()["direct.hit"], 0) << "a header next to the source, which a quoted include finds first";
+  fs::remove(work / "scale.h");
+  EXPECT_EQ(compile()["direct.hit"], 1) << "the earlier entry holds again";
+
+  std::ofstream(work / "inc" / "host_only.h") << "inline int host_value() { return 8; }\n";
+  auto host_only = compile();
+  EXPECT_EQ(host_only["direct.hit"], 0) << "host-only code";
+  EXPECT_EQ(host_only["clang.hit"], 1) << "the device side did not change";
+
+  EXPECT_EQ(compile({"-DSCALE_OVERRIDE=1"})["direct.hit"], 0) << "a -D";
 }
 
 // Single nvcc commands of the shapes builds send: the same object as nvcc's but for nvcc's
@@ -716,8 +783,9 @@ TEST_F(Launcher, OddClangCommandsGiveWhatClangGives) {
                                                  "device variable, so clang's -cuid= names nothing in it)";
   ASSERT_EQ(run_ok(command(true, "k2.o"), work), 0);
   auto again = counts();
-  EXPECT_EQ(again["clang.hit"], 1);
-  EXPECT_EQ(again["host.hit"], 1);
+  EXPECT_EQ(again["direct.hit"], 1) << "answered from its manifest: no preprocessor or step ran";
+  EXPECT_EQ(again["host.hit"] + again["host.local_hit"], 1);
+  EXPECT_EQ(again["clang.hit"] + again["clang.miss"] + again["ptxas.hit"] + again["ptxas.miss"], 0);
   EXPECT_TRUE(read_all(work / "k2.o") == ours);
 
   // Broken where only the device side looks: clang's own diagnostics and exit code, nothing kept.

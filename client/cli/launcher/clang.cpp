@@ -9,9 +9,14 @@
 // build folder's work would differ. The launcher names the unit by its source's path alone (made
 // relative to KCACHE_BASE_DIR where set), as clang allows (-cuid=): a second build folder, an
 // arch dropped or a host-only edit keep each arch's device compile.
+//
+// Direct mode (direct.hpp), after the plan: a compile seen before is its host object, named by its
+// manifest, with no preprocessor or step run.
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
+#include <set>
 #include <span>
 
 #include "launcher/launch.hpp"
@@ -42,15 +47,18 @@ class ClangLaunch : public Launch {
         // The host side's preprocessing reads only the source: it runs from the start, beside
         // the device side's work; its compile waits for the device image.
         list.push_back({[this, &argv](Printed& out) { return preprocess_host(argv, out); }, {}, false, {}});
+        m_host_slot = list.size();
         list.push_back({[this, &argv](Printed& out) { return host_compile(argv, out); }, {}, true, {}});
         continue;
       }
+      if (is_device_compile(argv)) m_device_texts.push_back(work() + "device-" + std::to_string(device_units + 1) + ".cui");
       Task task;
       task.files = work_files(argv);
       int unit = is_device_compile(argv) ? ++device_units : 0;
       task.run = [this, &argv, unit](Printed& out) { return run_command(argv, unit, out); };
       list.push_back(std::move(task));
     }
+    m_tasks = list.size();
     return list;
   }
 
@@ -71,7 +79,56 @@ class ClangLaunch : public Launch {
     return std::nullopt;
   }
 
+  // Direct mode (direct.hpp) names clang's compile by its command line and the programs its plan
+  // runs, so the plan (clang -###, some 20 ms) is made first; a hit runs no preprocessor.
+  bool answered_before_plan() override { return !plan() && direct_hit(); }
+  const OptionTable* direct_table() const override { return &clang_options(); }
+  // clang by its identity (its files), and each other program of its plan (ptxas, fatbinary,
+  // llvm-offload-binary) and the libdevice it links by their digests.
+  std::optional<std::string> direct_tools() override {
+    auto clang = host_clang_identity(m_compiler);
+    if (!clang) return std::nullopt;
+    std::string out = "clang=" + to_hex(*clang) + '\n';
+    std::set<std::string> named;
+    for (const std::vector<std::string>& argv : m_commands) {
+      std::vector<std::string> files;
+      if (argv.size() < 2 || argv[1] != "-cc1") files.push_back(find_program(argv.front(), m_env));
+      for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+        if (argv[i] == "-mlink-builtin-bitcode") files.push_back(argv[i + 1]);
+      }
+      for (const std::string& f : files) {
+        if (!named.insert(f).second) continue;
+        auto digest = file_digest(f);
+        if (!digest) return std::nullopt;
+        out += basename_of(f) + '=' + to_hex(*digest) + '\n';
+      }
+    }
+    return out;
+  }
+  // The compile's manifest entry (direct mode), naming its host object: the preprocessors' texts
+  // list the files read; what every step but the host compile printed is kept with it (the
+  // host compile's own messages come with its object).
+  void after_plan() override {
+    if (!m_host_request) return;
+    std::vector<std::string> texts;
+    for (const std::string& f : m_device_texts) texts.push_back(read_file(f));
+    texts.push_back(read_file(host_text()));
+    std::vector<std::size_t> slots;
+    for (std::size_t i = 0; i < m_tasks; ++i) {
+      if (i != m_host_slot) slots.push_back(i);
+    }
+    const std::string deps = work() + "kcache-dependencies.d";
+    direct_record(*m_host_request, texts, printed_in(slots), fs::exists(deps) ? deps : std::string());
+  }
+
   std::optional<std::string> plan() override {
+    if (m_planned) return m_plan_reason;
+    m_planned = true;
+    m_plan_reason = make_plan();
+    return m_plan_reason;
+  }
+
+  std::optional<std::string> make_plan() {
     if (!is_cuda_compile(m_args)) return "not CUDA (clang)";
     std::vector<std::string> dry = {m_compiler, "-###"};
     dry.insert(dry.end(), m_args.begin(), m_args.end());
@@ -197,7 +254,11 @@ class ClangLaunch : public Launch {
   }
 
   std::vector<std::vector<std::string>> m_commands;  // clang's plan, in order
-  ClangSplit m_host;                                      // the host side's, once preprocessed
+  bool m_planned = false;                                  // plan() ran; its answer:
+  std::optional<std::string> m_plan_reason;
+  ClangSplit m_host;                                       // the host side's, once preprocessed
+  std::vector<std::string> m_device_texts;                 // each device compile's preprocessed text
+  std::size_t m_tasks = 0, m_host_slot = SIZE_MAX;        // the plan's tasks; the host compile's
 };
 
 }  // namespace

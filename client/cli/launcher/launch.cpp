@@ -329,6 +329,7 @@ bool Launch::host_object(Printed& out, HostCompile& host) {
     return compile_here();
   }
   v1::StepRequest request = object_request({StepTool::host, *host.identity, host.key_args, host.inputs});
+  m_host_request = request;
   if (take_local_object(out, request, StepTool::host, host.object)) {
     if (early) early->join(), early.reset();
     return true;
@@ -553,9 +554,10 @@ bool Launch::direct_hit_from(const std::string& text) {
     v1::StepRequest request;
     if (!request.ParseFromString(entry.request)) return false;
     auto tool = wire::from_proto(request.tool());
-    if (!tool || *tool != StepTool::nvcc) return false;
-    // The whole compile's object, counted as its hit: from this machine's objects, else the
-    // daemon's; where it is gone (evicted), the compile runs.
+    // nvcc's whole compile's object, or clang's host object (the compile's own), counted as its
+    // hit: from this machine's objects, else the daemon's; where it is gone (evicted), the
+    // compile runs.
+    if (!tool || (*tool != StepTool::nvcc && *tool != StepTool::host)) return false;
     const std::string object = work() + "kcache-object.o";
     Printed printed{entry.out, entry.err};
     if (!take_local_object(printed, request, *tool, object)) {

@@ -217,6 +217,7 @@ class Launch {
   bool m_device_link = false;  // nvcc -dlink (Invocation::device_link)
   std::map<std::string, std::string> m_env;  // the plan's environment
   LocalStats m_stats;
+  std::optional<v1::StepRequest> m_host_request;  // the host object's look-up, once host_object made it
 
  private:
   kcache::Client* client();
