@@ -222,10 +222,15 @@ TEST_F(JailedSteps, ANvlinkStepLinksOnlyFromTheDaemonsToolkit) {
     r.add_outputs("f1.cubin");
     return r;
   };
-  auto elsewhere = builder().step(request("/etc"));
-  ASSERT_FALSE(elsewhere) << "nvlink ran with a -L folder of the peer's choosing";
-  EXPECT_EQ(elsewhere.error().code, ErrorCode::k_failed_precondition) << elsewhere.error().message;
-  EXPECT_NE(elsewhere.error().message.find("is not this kcached's toolkit's"), std::string::npos) << elsewhere.error().message;
+  // A folder of the peer's choosing, and one that resolves to the toolkit's only through a link
+  // outside it (which the jail would not have): refused before nvlink runs.
+  fs::create_directory_symlink(cudadevrt.parent_path(), m_dir.path() / "toolkit-lib");
+  for (const std::string& folder : {std::string("/etc"), (m_dir.path() / "toolkit-lib").string()}) {
+    auto elsewhere = builder().step(request(folder));
+    ASSERT_FALSE(elsewhere) << "nvlink ran with the -L folder " << folder;
+    EXPECT_EQ(elsewhere.error().code, ErrorCode::k_failed_precondition) << elsewhere.error().message;
+    EXPECT_NE(elsewhere.error().message.find("is not this kcached's toolkit's"), std::string::npos) << elsewhere.error().message;
+  }
 
   v1::StepRequest traversal = request(cudadevrt.parent_path().string());
   traversal.set_args(3, "-l../../../etc/shadow");
