@@ -51,10 +51,10 @@ class ClangLaunch : public Launch {
         list.push_back({[this, &argv](Printed& out) { return host_compile(argv, out); }, {}, true, {}});
         continue;
       }
-      if (is_device_compile(argv)) m_device_texts.push_back(work() + "device-" + std::to_string(device_units + 1) + ".cui");
       Task task;
       task.files = work_files(argv);
       int unit = is_device_compile(argv) ? ++device_units : 0;
+      if (unit != 0) m_device_texts.push_back(device_text(unit));
       task.run = [this, &argv, unit](Printed& out) { return run_command(argv, unit, out); };
       list.push_back(std::move(task));
     }
@@ -93,9 +93,7 @@ class ClangLaunch : public Launch {
     for (const std::vector<std::string>& argv : m_commands) {
       std::vector<std::string> files;
       if (argv.size() < 2 || argv[1] != "-cc1") files.push_back(find_program(argv.front(), m_env));
-      for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
-        if (argv[i] == "-mlink-builtin-bitcode") files.push_back(argv[i + 1]);
-      }
+      for (std::string& bitcode : linked_bitcode(argv)) files.push_back(std::move(bitcode));
       for (const std::string& f : files) {
         if (!named.insert(f).second) continue;
         auto digest = file_digest(f);
@@ -157,9 +155,20 @@ class ClangLaunch : public Launch {
     return real.string();
   }
 
-  // Where the host side's preprocessed text and object go in the work folder.
+  // Where a device compile's (numbered from 1) and the host side's preprocessed texts and the
+  // object go in the work folder.
+  std::string device_text(int unit) const { return work() + "device-" + std::to_string(unit) + ".cui"; }
   std::string host_text() const { return work() + "kcache-host.cui"; }
   std::string host_object_path() const { return work() + "kcache-object.o"; }
+
+  // The bitcode files a cc1 line links (-mlink-builtin-bitcode: libdevice), in order.
+  static std::vector<std::string> linked_bitcode(const std::vector<std::string>& argv) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-mlink-builtin-bitcode") out.push_back(argv[i + 1]);
+    }
+    return out;
+  }
 
   // What a cc1 line writes (-o), or "".
   static std::string output_of(const std::vector<std::string>& argv) {
@@ -194,13 +203,10 @@ class ClangLaunch : public Launch {
   // One arch's device compile: preprocessed here, compiled on the daemon to PTX.
   bool device_compile(const std::vector<std::string>& argv, int unit, Printed& out) {
     std::string output = output_of(argv);
-    std::string text = work() + "device-" + std::to_string(unit) + ".cui";
-    ClangSplit s = split(argv, "-S", text, false, output);
+    ClangSplit s = split(argv, "-S", device_text(unit), false, output);
     if (!run_here(s.preprocess, &out)) return false;
-    std::string libdevice;
-    for (std::size_t i = 0; i + 1 < s.compile.size(); ++i) {
-      if (s.compile[i] == "-mlink-builtin-bitcode") libdevice = s.compile[i + 1];
-    }
+    const std::vector<std::string> linked = linked_bitcode(s.compile);
+    const std::string libdevice = linked.empty() ? std::string() : linked.back();
     std::map<std::string, std::string> renamed;
     if (basename_of(libdevice) == k_step_libdevice) renamed[libdevice] = std::string(k_step_libdevice);
     auto identity = device_identity(StepTool::clang, argv.front(), renamed.empty() ? std::string() : libdevice);

@@ -28,6 +28,30 @@ constexpr std::string_view k_direct_environment[] = {
     "PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
     "SOURCE_DATE_EPOCH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "LANG", "LC_ALL", "LC_MESSAGES", "KCACHE_BASE_DIR"};
 
+// The environment that reaches a compile, as a key's text: "\0env\0NAME=VALUE" for each.
+std::string environment_text(const std::map<std::string, std::string>& env) {
+  std::string out;
+  for (std::string_view name : k_direct_environment) {
+    auto it = env.find(std::string(name));
+    out += "\0env\0"s + std::string(name) + '=' + (it == env.end() ? "" : it->second);
+  }
+  return out;
+}
+
+// The PATH a compile's programs are searched on.
+std::string_view search_of(const std::map<std::string, std::string>& env) {
+  auto path_of = env.find("PATH");
+  return path_of == env.end() ? k_default_path : std::string_view(path_of->second);
+}
+
+// The nvcc program `nvcc` names, its real path (its toolkit is the folder above its own); empty
+// when none.
+fs::path nvcc_program(const std::string& nvcc, const std::map<std::string, std::string>& env) {
+  std::error_code ec;
+  fs::path program = fs::canonical(search_path(nvcc, search_of(env)), ec);
+  return ec ? fs::path() : program;
+}
+
 // Writes `bytes` at `target` whole or not at all (a temporary beside it, renamed).
 bool write_into_place(const std::string& target, std::string_view bytes) {
   const std::string staged = target + ".kcache-" + std::to_string(::getpid());
@@ -45,11 +69,8 @@ bool write_into_place(const std::string& target, std::string_view bytes) {
 
 std::optional<std::string> nvcc_tools(const std::string& nvcc, const std::map<std::string, std::string>& env,
                                       const std::vector<std::string>& args) {
-  auto path_of = env.find("PATH");
-  const std::string_view search = path_of == env.end() ? k_default_path : std::string_view(path_of->second);
-  std::error_code ec;
-  const fs::path program = fs::canonical(search_path(nvcc, search), ec);
-  if (ec) return std::nullopt;
+  const fs::path program = nvcc_program(nvcc, env);
+  if (program.empty()) return std::nullopt;
   const fs::path top = program.parent_path().parent_path();
   std::string out;
   for (const fs::path& file : {program, top / "bin" / "nvcc.profile", top / "bin" / "cudafe++", top / "bin" / "fatbinary",
@@ -64,8 +85,9 @@ std::optional<std::string> nvcc_tools(const std::string& nvcc, const std::map<st
     if (a.spelling == "-ccbin" || a.spelling == "--compiler-bindir") host = a.value;
   }
   // A folder names the host compiler in it, as nvcc reads it.
+  std::error_code ec;
   if (fs::is_directory(host, ec)) host = (fs::path(host) / "gcc").string();
-  auto identity = host_driver_identity(search_path(host, search), "cc1plus");
+  auto identity = host_driver_identity(search_path(host, search_of(env)), "cc1plus");
   if (!identity) return std::nullopt;
   return out + "host=" + to_hex(*identity);
 }
@@ -74,10 +96,7 @@ Digest direct_key_of(const std::string& tools, const DirectArgs& args, const std
                      const fs::path& folder) {
   std::string text = "kcache-direct 2"s + '\0' + tools;
   text += "\0folder\0"s + (args.folder_matters ? folder.string() : "");
-  for (std::string_view name : k_direct_environment) {
-    auto it = env.find(std::string(name));
-    text += "\0env\0"s + std::string(name) + '=' + (it == env.end() ? "" : it->second);
-  }
+  text += environment_text(env);
   for (const std::string& w : args.words) text += "\0arg\0"s + w;
   text += "\0dependency-target\0"s + args.dependency_target;
   return sha256(text);
@@ -103,18 +122,10 @@ std::optional<ObjectName> device_link_name(const std::string& nvcc, const std::m
                                            const std::vector<std::string>& args) {
   auto tools = nvcc_tools(nvcc, env, args);
   if (!tools) return std::nullopt;
-  auto path_of = env.find("PATH");
-  std::error_code ec;
-  const fs::path nvlink =
-      fs::canonical(search_path(nvcc, path_of == env.end() ? k_default_path : std::string_view(path_of->second)), ec)
-          .parent_path() / "nvlink";
-  auto nvlink_digest = file_digest(nvlink.string());
-  if (ec || !nvlink_digest) return std::nullopt;
+  auto nvlink_digest = file_digest((nvcc_program(nvcc, env).parent_path() / "nvlink").string());
+  if (!nvlink_digest) return std::nullopt;
   std::string text = "kcache-device-link 2"s + '\0' + *tools + "\0nvlink\0"s + to_hex(*nvlink_digest);
-  for (std::string_view name : k_direct_environment) {
-    auto it = env.find(std::string(name));
-    text += "\0env\0"s + std::string(name) + '=' + (it == env.end() ? "" : it->second);
-  }
+  text += environment_text(env);
   std::vector<std::string> folders;
   const std::vector<Arg> read = read_args(nvcc_options(), args);
   for (const Arg& a : read) {
@@ -132,12 +143,23 @@ std::optional<ObjectName> device_link_name(const std::string& nvcc, const std::m
     for (auto w = first; w != first + static_cast<std::ptrdiff_t>(a.count); ++w) text += "\0arg\0"s + *w;
     if (a.is_input() && !file(args[a.index])) return std::nullopt;
     if (a.spelling == "-l" || a.spelling == "--library") {
+      std::error_code ec;
       std::string path = find_archive(folders, a.value, [&](const std::string& p) { return fs::exists(p, ec); });
       if (!path.empty() && !file(path)) return std::nullopt;
     }
   }
   return ObjectName{StepTool::nvcc, step_tool_identity(StepTool::nvcc, std::vector<Digest>{sha256(*tools)}), {},
                     {{"device-link", sha256(text)}}};
+}
+
+std::map<std::string, std::string> this_environment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string_view::npos) out[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  return out;
 }
 
 fs::path manifest_path(const Digest& key) {
@@ -173,12 +195,7 @@ std::optional<int> answer_from_this_machine(const std::string& nvcc, const std::
   }
   Invocation one = nvcc_invocation(args);
   if (!one.unchanged.empty() || one.per_source.size() != 1 || one.per_source.front() != args) return std::nullopt;
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    auto eq = entry.find('=');
-    if (eq != std::string_view::npos) env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
-  }
+  const std::map<std::string, std::string> env = this_environment();
   // Where the object lands, what its compile printed printed, counted; false: not so answered.
   auto answer = [&](const LocalObject& object, std::string out, std::string err,
                     std::initializer_list<const char*> counted) {

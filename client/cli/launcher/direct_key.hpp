@@ -27,6 +27,9 @@ std::optional<std::string> nvcc_tools(const std::string& nvcc, const std::map<st
 Digest direct_key_of(const std::string& tools, const DirectArgs& args, const std::map<std::string, std::string>& env,
                      const std::filesystem::path& folder);
 
+// This process's environment, by name.
+std::map<std::string, std::string> this_environment();
+
 // Where this machine keeps a key's manifest (empty without a state folder).
 std::filesystem::path manifest_path(const Digest& key);
 // The file system as the checks see it: stat, sha256_file and directory listings.

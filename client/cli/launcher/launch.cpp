@@ -25,8 +25,6 @@
 #include "launcher/nvcc_plan.hpp"
 #include "wire/wire.hpp"
 
-extern char** environ;
-
 namespace kcache::launcher {
 
 namespace fs = std::filesystem;
@@ -73,11 +71,7 @@ Launch::Launch(std::string compiler, std::vector<std::string> args)
   remove_folders_of_dead_processes(temp, k_work_folder_prefix, k_abandoned_work_folder_age);
   std::string pattern = (temp / (std::string(k_work_folder_prefix) + std::to_string(::getpid()) + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data()) != nullptr) m_work_prefix = pattern + "/";
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    auto eq = entry.find('=');
-    if (eq != std::string_view::npos) m_env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
-  }
+  m_env = this_environment();
 }
 
 int Launch::run() {
