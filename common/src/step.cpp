@@ -524,6 +524,14 @@ std::string without_comments_and_literals(std::string_view text) {
     }
   };
   for (std::size_t i = 0; i < text.size();) {
+    // A run of bytes that begin no comment, literal or raw string, kept as it is.
+    std::size_t run = i;
+    while (run < text.size() && text[run] != '/' && text[run] != 'R' && text[run] != '"' && text[run] != '\'') ++run;
+    if (run > i) {
+      out.append(text.substr(i, run - i));
+      i = run;
+      continue;
+    }
     char c = text[i];
     if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
       i = std::min(text.find('\n', i), text.size());
@@ -582,12 +590,37 @@ Error unsafe_input(std::string_view name, std::size_t line, std::string_view why
 
 }  // namespace
 
-Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes) {
-  if (tool != StepTool::cicc && tool != StepTool::clang && tool != StepTool::host) return {};
-  // Bytes on which the compilers disagree with this reading of lines: clang ends a line at a lone
-  // CR (and splices at backslash-CR); both skip a NUL, and clang U+00A0 and U+3000, before '#'.
-  // Preprocessors write none of them where they would matter, so they are refused outright.
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
+
+
+// The first check of check_step_input: NUL bytes, CRs that do not end a line, and non-ASCII bytes
+// before a line's '#'. Text with neither a NUL nor a CR (what preprocessors write) needs only
+// each line's first bytes read; other text is read byte by byte.
+Expected<void> check_line_starts(std::string_view name, std::string_view bytes) {
+  const bool plain = bytes.find('\0') == std::string_view::npos && bytes.find('\r') == std::string_view::npos;
   std::size_t line_number = 1;
+  if (plain) {
+    for (std::size_t pos = 0; pos < bytes.size(); ++line_number) {
+      bool odd_start = false;  // a non-ASCII byte among the line's first bytes
+      std::size_t i = pos;
+      for (; i < bytes.size(); ++i) {
+        if (static_cast<unsigned char>(bytes[i]) >= 0x80) {
+          odd_start = true;
+        } else if (!is_blank(bytes[i])) {
+          break;
+        }
+      }
+      if (odd_start && i < bytes.size() && (bytes[i] == '#' || (bytes[i] == '%' && i + 1 < bytes.size() && bytes[i + 1] == ':'))) {
+        return unsafe_input(name, line_number, "a non-ASCII byte comes before its '#'");
+      }
+      std::size_t end = bytes.find('\n', i);
+      if (end == std::string_view::npos) break;
+      pos = end + 1;
+    }
+    return {};
+  }
   bool line_start = true;  // only blanks and non-ASCII bytes since the line began
   bool odd_start = false;  // and at least one non-ASCII byte among them
   for (std::size_t i = 0; i < bytes.size(); ++i) {
@@ -608,44 +641,79 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     } else if (c == '#' || (c == '%' && i + 1 < bytes.size() && bytes[i + 1] == ':')) {
       if (odd_start) return unsafe_input(name, line_number, "a non-ASCII byte comes before its '#'");
       line_start = false;
-    } else if (c != ' ' && c != '\t' && c != '\f' && c != '\v' && c != '\r') {
+    } else if (!is_blank(static_cast<char>(c)) && c != '\r') {
       line_start = false;
     }
   }
-  // Lines spliced first (a backslash, optional blanks, a newline), as the compilers splice them.
-  std::string text;
-  text.reserve(bytes.size());
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    if (bytes[i] == '\\') {
-      std::size_t j = bytes.find_first_not_of(" \t\f\v\r", i + 1);
-      if (j != std::string_view::npos && bytes[j] == '\n') {
-        i = j;
-        continue;
-      }
-    }
-    text += bytes[i];
+  return {};
+}
+
+// `bytes` with its lines spliced (a backslash, optional blanks, a newline), as the compilers
+// splice them; `bytes` itself (no copy, `storage` untouched) where nothing is spliced.
+std::string_view spliced(std::string_view bytes, std::string& storage) {
+  std::size_t copied = 0;  // bytes[0, copied) are in storage
+  for (std::size_t i = bytes.find('\\'); i != std::string_view::npos; i = bytes.find('\\', i + 1)) {
+    std::size_t j = bytes.find_first_not_of(" \t\f\v\r", i + 1);
+    if (j == std::string_view::npos || bytes[j] != '\n') continue;
+    if (storage.empty()) storage.reserve(bytes.size());
+    storage.append(bytes.substr(copied, i - copied));
+    copied = j + 1;
+    i = j;
   }
+  if (copied == 0) return bytes;
+  storage.append(bytes.substr(copied));
+  return storage;
+}
+
+}  // namespace
+
+Expected<void> check_step_input(StepTool tool, std::string_view name, std::string_view bytes) {
+  if (tool != StepTool::cicc && tool != StepTool::clang && tool != StepTool::host) return {};
+  // Bytes on which the compilers disagree with this reading of lines: clang ends a line at a lone
+  // CR (and splices at backslash-CR); both skip a NUL, and clang U+00A0 and U+3000, before '#'.
+  // Preprocessors write none of them where they would matter, so they are refused outright.
+  if (auto ok = check_line_starts(name, bytes); !ok) return ok;
+  // Lines spliced first, as the compilers splice them.
+  std::string storage;
+  std::string_view text = spliced(bytes, storage);
+  std::string uncommented;
   if (tool == StepTool::host) {
     // GCC's -fdirectives-only text keeps the unit's comments: read without them, as GCC reads it.
-    text = without_comments_and_literals(text);
-  } else if (text.find("/*") != std::string::npos) {
+    uncommented = without_comments_and_literals(text);
+    text = uncommented;
+  } else if (text.find("/*") != std::string_view::npos) {
     return unsafe_input(name, 0, "it holds a block comment");
   }
-  if (text.find("??=") != std::string::npos || text.find("??/") != std::string::npos) {
+  if (text.find("??=") != std::string_view::npos || text.find("??/") != std::string_view::npos) {
     return unsafe_input(name, 0, "it holds a trigraph");
   }
+  // A _Pragma (or __pragma) operator whose line names a file: the first such line, by number.
+  std::size_t pragma_line = SIZE_MAX;
+  for (std::string_view op : {std::string_view("_Pragma"), std::string_view("__pragma")}) {
+    for (std::size_t at = text.find(op); at != std::string_view::npos; at = text.find(op, at + 1)) {
+      std::size_t begin = text.rfind('\n', at);
+      begin = begin == std::string_view::npos ? 0 : begin + 1;
+      std::size_t end = std::min(text.find('\n', at), text.size());
+      if (!pragma_names_file(text.substr(begin, end - begin))) {
+        at = end;
+        continue;
+      }
+      pragma_line = std::min<std::size_t>(pragma_line, 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(begin), '\n'));
+      break;
+    }
+  }
+  auto pragma_refused = [&] { return unsafe_input(name, pragma_line, "a _Pragma names a file"); };
+  // Each directive, line by line, up to that line: only line markers, #line, #pragma that names
+  // no file (and, in GCC's -fdirectives-only text, #define and #undef) are allowed.
   std::size_t number = 0;
   for (std::size_t pos = 0; pos < text.size();) {
     std::size_t end = std::min(text.find('\n', pos), text.size());
     std::string_view line(text.data() + pos, end - pos);
     pos = end + 1;
-    ++number;
-    if ((line.find("_Pragma") != std::string_view::npos || line.find("__pragma") != std::string_view::npos) &&
-        pragma_names_file(line)) {
-      return unsafe_input(name, number, "a _Pragma names a file");
-    }
-    std::size_t i = line.find_first_not_of(" \t\f\v\r");
-    if (i == std::string_view::npos) continue;
+    if (++number >= pragma_line) return pragma_refused();
+    std::size_t i = 0;
+    while (i < line.size() && (is_blank(line[i]) || line[i] == '\r')) ++i;
+    if (i == line.size()) continue;
     std::string_view rest;
     if (line[i] == '#') {
       rest = line.substr(i + 1);
@@ -672,6 +740,7 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     }
     return unsafe_input(name, number, "it holds a #" + std::string(word.substr(0, 32)) + " directive");
   }
+  if (pragma_line != SIZE_MAX) return pragma_refused();
   return {};
 }
 
