@@ -426,9 +426,9 @@ TEST(NvccPlan, TheDependencyFileIsNvccs) {
       "# 0 \"k.cu\"\n# 0 \"<built-in>\"\n# 0 \"<command-line>\"\n# 1 \"/usr/include/stdc-predef.h\" 1 3 4\n"
       "int x;\n# 1 \"sp ace/dev.h\" 1\n# 2 \"k.cu\" 2\n",
       "# 0 \"k.cu\"\n# 0 \"/build/dir//\"\n# 1 \"/usr/include/stdc-predef.h\" 1 3 4\n# 1 \"host\\\"only.h\" 1\n"};
-  EXPECT_EQ(launcher::dependency_file("k.o", texts, false),
+  EXPECT_EQ(launcher::dependency_file("k.o", launcher::files_of_markers({texts[0], texts[1]}), false),
             "k.o : k.cu \\\n    /usr/include/stdc-predef.h \\\n    sp\\ ace/dev.h \\\n    host\"only.h\n");
-  EXPECT_EQ(launcher::dependency_file("t", {texts[0]}, true),
+  EXPECT_EQ(launcher::dependency_file("t", launcher::files_of_markers({texts[0]}), true),
             "t : k.cu \\\n    /usr/include/stdc-predef.h \\\n    sp\\ ace/dev.h\n"
             "\n/usr/include/stdc-predef.h:\n\nsp\\ ace/dev.h:\n");
 }

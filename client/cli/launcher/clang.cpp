@@ -108,15 +108,17 @@ class ClangLaunch : public Launch {
   // host compile's own messages come with its object).
   void after_plan() override {
     if (!m_host_request) return;
-    std::vector<std::string> texts;
-    for (const std::string& f : m_device_texts) texts.push_back(read_file(f));
-    texts.push_back(read_file(host_text()));
+    std::vector<std::shared_ptr<const std::string>> texts;
+    for (const std::string& f : m_device_texts) texts.push_back(text_of(f));
+    texts.push_back(text_of(host_text()));
+    std::vector<std::string_view> views;
+    for (const auto& t : texts) views.push_back(*t);
     std::vector<std::size_t> slots;
     for (std::size_t i = 0; i < m_tasks; ++i) {
       if (i != m_host_slot) slots.push_back(i);
     }
     const std::string deps = work() + "kcache-dependencies.d";
-    direct_record(*m_host_request, texts, printed_in(slots), fs::exists(deps) ? deps : std::string());
+    direct_record(*m_host_request, files_of_markers(views), printed_in(slots), fs::exists(deps) ? deps : std::string());
   }
 
   std::optional<std::string> plan() override {

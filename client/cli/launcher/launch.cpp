@@ -121,6 +121,41 @@ std::string Launch::without_work_folder(std::string text) const {
   return text;
 }
 
+std::shared_ptr<const std::string> Launch::text_of(const std::string& path) {
+  struct stat st {};
+  const bool there = ::stat(path.c_str(), &st) == 0;
+  const std::int64_t mtime = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  std::lock_guard lock(m_texts_mutex);
+  Text& text = m_texts[path];
+  if (!text.bytes || !there || text.bytes->size() != static_cast<std::size_t>(st.st_size) || text.mtime_ns != mtime) {
+    text = Text{std::make_shared<const std::string>(read_file(path)), mtime, std::nullopt};
+  }
+  return text.bytes;
+}
+
+bool Launch::rewrite_text(const std::string& path, std::string bytes) {
+  std::lock_guard lock(m_texts_mutex);
+  m_texts.erase(path);
+  return write_file(path, bytes);
+}
+
+Digest Launch::text_digest(const std::string& path) {
+  auto bytes = text_of(path);
+  {
+    std::lock_guard lock(m_texts_mutex);
+    auto it = m_texts.find(path);
+    if (it != m_texts.end() && it->second.bytes == bytes && it->second.digest) return *it->second.digest;
+  }
+  // The work folder's name is rare in a text (line markers of cudafe++'s outputs): hashed as read
+  // where it is absent, with no copy.
+  Digest digest = bytes->find(m_work_prefix) == std::string::npos || m_work_prefix.empty() ? sha256(*bytes)
+                                                                                          : sha256(without_work_folder(*bytes));
+  std::lock_guard lock(m_texts_mutex);
+  auto it = m_texts.find(path);
+  if (it != m_texts.end() && it->second.bytes == bytes) it->second.digest = digest;
+  return digest;
+}
+
 std::vector<std::string> Launch::env_list() const {
   std::vector<std::string> out;
   for (const auto& [k, v] : m_env) out.push_back(k + "=" + v);
@@ -271,7 +306,7 @@ bool Launch::device_step(Printed& out, StepTool tool, const std::vector<std::str
   spec.tool_digest = *identity;
   std::vector<std::string> contents;
   for (const std::string& name : spec.inputs) {
-    contents.push_back(read_file(path_of(name)));
+    contents.push_back(*text_of(path_of(name)));
     // Text the daemon would refuse to compile (kcache/step.hpp) is compiled here instead.
     if (!check_step_input(tool, name, contents.back())) return run_locally();
   }
@@ -290,7 +325,7 @@ bool Launch::device_step(Printed& out, StepTool tool, const std::vector<std::str
   if (answer->exit_code() != 0) return false;  // the real compiler reruns and reports it
   for (const v1::StepFile& f : answer->outputs()) {
     std::string path = path_of(f.name());
-    if (path.empty() || !write_file(path, f.content())) return false;
+    if (path.empty() || !rewrite_text(path, f.content())) return false;
   }
   out.add(answer->stdout_text(), answer->stderr_text());
   if (answer->outcome() == v1::OUTCOME_MISS) m_device_missed = true;
@@ -581,7 +616,7 @@ void Launch::write_manifest_file(const fs::path& path, const std::string& text) 
   if (ec) fs::remove(staged, ec);
 }
 
-void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::string>& texts, const Printed& printed,
+void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::string>& read_files, const Printed& printed,
                            const std::string& dependencies) {
   auto key = direct_key();
   if (!key) return;
@@ -597,7 +632,7 @@ void Launch::direct_record(const v1::StepRequest& whole, const std::vector<std::
   ManifestEntry entry;
   std::vector<std::string> read;  // absolute, for the shadow probes
   const FileSystem files = real_file_system();
-  for (const std::string& name : files_of_markers(texts)) {
+  for (const std::string& name : read_files) {
     if (name.empty() || name.front() == '<' || name.starts_with(work())) continue;
     auto before = files.stat(absolute(name));
     if (!before) return;  // a file the key cannot name

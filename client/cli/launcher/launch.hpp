@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -86,11 +87,19 @@ class Launch {
   bool direct_hit_from(const std::string& manifest);  // the first entry that holds, taken
   static v1::StepRequest manifest_request(const Digest& key);  // the daemon's copy of a manifest
   static void write_manifest_file(const std::filesystem::path& path, const std::string& text);
-  // After a compile whose whole object `whole` names: its manifest entry, from the preprocessors'
-  // texts (`texts`, whose line markers name every file read), what they and the driver printed,
-  // and the dependency file staged at `dependencies` (empty: none).
-  void direct_record(const v1::StepRequest& whole, const std::vector<std::string>& texts, const Printed& printed,
+  // After a compile whose whole object `whole` names: its manifest entry, from the files the
+  // preprocessors read (`read`: their texts' line markers, files_of_markers), what they and the
+  // driver printed, and the dependency file staged at `dependencies` (empty: none).
+  void direct_record(const v1::StepRequest& whole, const std::vector<std::string>& read, const Printed& printed,
                      const std::string& dependencies);
+
+  // A file of the work folder (a preprocessor's text), read once: the whole compile's key, the
+  // dependency file, the manifest and the step that compiles it read the same megabytes. Read
+  // again where its size or modification time changed; rewrite_text replaces it.
+  std::shared_ptr<const std::string> text_of(const std::string& path);
+  bool rewrite_text(const std::string& path, std::string bytes);
+  // The SHA-256 of text_of(path) without the work folder's name (without_work_folder), once.
+  Digest text_digest(const std::string& path);
 
   // What a compile answered before its plan printed, printed after the driver's messages.
   void add_printed(Printed printed) { m_printed.push_back(std::move(printed)); }
@@ -232,6 +241,13 @@ class Launch {
   std::atomic<bool> m_unpublished = false;    // the daemon refused an offer: this client may not publish
   std::atomic<int> m_local_steps = 0;  // step folders made for steps run here
   std::optional<std::optional<Digest>> m_direct_key;  // direct_key(), once computed
+  struct Text {
+    std::shared_ptr<const std::string> bytes;
+    std::int64_t mtime_ns = 0;
+    std::optional<Digest> digest;  // text_digest
+  };
+  std::mutex m_texts_mutex;
+  std::map<std::string, Text> m_texts;  // text_of's, by path
   std::chrono::system_clock::time_point m_started = std::chrono::system_clock::now();
 };
 

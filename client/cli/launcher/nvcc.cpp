@@ -54,10 +54,8 @@ class NvccLaunch : public Launch {
       Printed past = printed_in(m_past_preprocessors);
       offer_object(*m_whole_request, StepTool::nvcc, object_file(), past.out, past.err);
     }
-    std::vector<std::string> texts;
-    for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
     const std::string deps = work() + "kcache-dependencies.d";
-    direct_record(*m_whole_request, texts, printed_in(m_preprocessor_slots), fs::exists(deps) ? deps : std::string());
+    direct_record(*m_whole_request, files_read(), printed_in(m_preprocessor_slots), fs::exists(deps) ? deps : std::string());
   }
 
   // A device link (nvcc -dlink) answered from its inputs' bytes (device_link_name), before any
@@ -189,12 +187,10 @@ class NvccLaunch : public Launch {
     const bool line_info = std::any_of(m_steps.begin(), m_steps.end(), [](const PlanStep& step) {
       return step.kind == PlanStep::Kind::run && basename_of(step.argv.front()) == "cicc" && asks_line_info(step.argv);
     });
-    std::vector<std::string> texts;  // the preprocessors' outputs, read once
-    for (const std::string& file : m_preprocessed) texts.push_back(read_file(file));
     if (line_info) {
       // ... and each file's modification time and size, which ptxas puts in the line table.
       plan += std::string("folder") + '\0' + cicc_folder() + "\n";
-      for (const std::string& name : files_of_markers(texts)) {
+      for (const std::string& name : files_read()) {
         struct stat st {};
         if (::stat(name.c_str(), &st) != 0) continue;
         plan += std::string("stamp") + '\0' + name + '\0' + std::to_string(st.st_mtim.tv_sec) + '\0' +
@@ -205,8 +201,8 @@ class NvccLaunch : public Launch {
     if (top == m_env.end()) return;
     programs.push_back(sha256(cuda_headers_digest({fs::path(top->second) / "include"})));
     std::vector<std::pair<std::string, Digest>> inputs = {{"plan", sha256(plan)}};
-    for (std::string& text : texts) {
-      inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", sha256(without_work_folder(std::move(text))));
+    for (const std::string& file : m_preprocessed) {
+      inputs.emplace_back("f" + std::to_string(inputs.size() - 1) + ".ii", text_digest(file));
     }
     m_whole_request = object_request({StepTool::nvcc, step_tool_identity(StepTool::nvcc, programs), {}, inputs});
     const v1::StepRequest& request = *m_whole_request;
@@ -299,7 +295,7 @@ class NvccLaunch : public Launch {
       const std::string& a = argv[i];
       if (!a.starts_with(work())) continue;
       if (a.ends_with(".cpp1.ii")) {
-        if (!write_file(a, absolute_line_markers(read_file(a), folder, joined))) return false;
+        if (!rewrite_text(a, absolute_line_markers(*text_of(a), folder, joined))) return false;
       } else if (argv[i - 1] != "-o" && argv[i - 1] != "--module_id_file_name") {
         outputs.push_back(a);  // the stub, cudafe1.c and cudafe1.gpu
       }
@@ -307,7 +303,7 @@ class NvccLaunch : public Launch {
     if (!device_step(out, StepTool::cicc, argv, cicc_identity(argv.front()))) return false;
     for (const std::string& file : outputs) {
       std::error_code ec;
-      if (fs::exists(file, ec) && !write_file(file, relative_line_markers(read_file(file), folder, joined))) return false;
+      if (fs::exists(file, ec) && !rewrite_text(file, relative_line_markers(*text_of(file), folder, joined))) return false;
     }
     return true;
   }
@@ -387,9 +383,7 @@ class NvccLaunch : public Launch {
     }
     // The device side's texts, not the host's: a host-only edit keeps the ID, and so every
     // device step of the unit.
-    for (const std::string& path : m_device_texts) {
-      unit += to_hex(sha256(without_work_folder(read_file(path)))) + '\0';
-    }
+    for (const std::string& path : m_device_texts) unit += to_hex(text_digest(path)) + '\0';
     auto id = stable_module_id(read_file(*(file + 1)), unit);
     if (!id) return true;
     m_stats.add("launcher.module_id_made");
@@ -418,13 +412,25 @@ class NvccLaunch : public Launch {
     }
   }
 
+  // The files the preprocessors read, from their texts' line markers (files_of_markers), once:
+  // the dependency file, the whole compile's stamps and the manifest list them.
+  const std::vector<std::string>& files_read() {
+    std::lock_guard lock(m_files_read_mutex);
+    if (!m_files_read) {
+      std::vector<std::shared_ptr<const std::string>> texts;
+      for (const std::string& f : m_preprocessed) texts.push_back(text_of(f));
+      std::vector<std::string_view> views;
+      for (const auto& t : texts) views.push_back(*t);
+      m_files_read = files_of_markers(views);
+    }
+    return *m_files_read;
+  }
+
   bool write_dependencies(const std::string& target) {
-    std::vector<std::string> texts;
-    for (const std::string& f : m_preprocessed) texts.push_back(read_file(f));
     DependencyOptions deps = dependency_options(nvcc_options(), m_args);
     if (deps.target.empty()) deps.target = object_path(nvcc_options(), m_args);
     std::string staged = work() + "kcache-dependencies.d";
-    if (!write_file(staged, dependency_file(deps.target, texts, deps.phony))) return false;
+    if (!write_file(staged, dependency_file(deps.target, files_read(), deps.phony))) return false;
     stage(staged, target);
     return true;
   }
@@ -484,6 +490,8 @@ class NvccLaunch : public Launch {
   std::mutex m_nvlink_inputs_mutex;  // nvlink_step's links into the work folder
   std::optional<v1::StepRequest> m_device_link_request;  // a device link's object, by its inputs' bytes
   std::vector<std::size_t> m_all_slots;  // every task's slot, in plan order
+  std::mutex m_files_read_mutex;
+  std::optional<std::vector<std::string>> m_files_read;  // files_read(), once made
 };
 
 }  // namespace

@@ -158,7 +158,10 @@ Expected<std::vector<PlanStep>> parse_plan(std::string_view dryrun_output, std::
 namespace {
 
 // The file names of a preprocessed output's line markers (# N "file" flags), as GCC escapes them.
-void marked_files(std::string_view text, std::vector<std::string>& out, std::set<std::string>& seen) {
+// A name already seen is found without a copy of its own (a text names each header at every
+// return to it: thousands of markers, a few hundred files).
+void marked_files(std::string_view text, std::vector<std::string>& out, std::set<std::string, std::less<>>& seen) {
+  std::string unescaped;
   for (std::size_t at = 0; at < text.size();) {
     std::size_t end = text.find('\n', at);
     if (end == std::string_view::npos) end = text.size();
@@ -167,15 +170,25 @@ void marked_files(std::string_view text, std::vector<std::string>& out, std::set
     if (line.size() < 5 || line[0] != '#' || line[1] != ' ' || !std::isdigit(static_cast<unsigned char>(line[2]))) continue;
     std::size_t quote = line.find('"');
     if (quote == std::string_view::npos) continue;
-    std::string name;
-    std::size_t i = quote + 1;
-    for (; i < line.size() && line[i] != '"'; ++i) {
-      if (line[i] == '\\' && i + 1 < line.size()) ++i;
-      name += line[i];
+    std::size_t close = quote + 1;
+    bool escaped = false;
+    for (; close < line.size() && line[close] != '"'; ++close) {
+      if (line[close] == '\\' && close + 1 < line.size()) ++close, escaped = true;
+    }
+    std::string_view name = line.substr(quote + 1, close - quote - 1);
+    if (escaped) {
+      unescaped.clear();
+      for (std::size_t i = 0; i < name.size(); ++i) {
+        if (name[i] == '\\' && i + 1 < name.size()) ++i;
+        unescaped += name[i];
+      }
+      name = unescaped;
     }
     if (name.empty() || name.front() == '<') continue;  // <built-in>, <command-line>
     if (name.ends_with("//")) continue;  // GCC's working-directory marker (-g: -fworking-directory)
-    if (seen.insert(name).second) out.push_back(std::move(name));
+    if (seen.find(name) != seen.end()) continue;
+    seen.emplace(name);
+    out.emplace_back(name);
   }
 }
 
@@ -191,17 +204,14 @@ std::string make_escaped(std::string_view name) {
 
 }  // namespace
 
-std::vector<std::string> files_of_markers(const std::vector<std::string>& preprocessed) {
+std::vector<std::string> files_of_markers(const std::vector<std::string_view>& preprocessed) {
   std::vector<std::string> files;
-  std::set<std::string> seen;
-  for (const std::string& text : preprocessed) marked_files(text, files, seen);
+  std::set<std::string, std::less<>> seen;
+  for (std::string_view text : preprocessed) marked_files(text, files, seen);
   return files;
 }
 
-std::string dependency_file(std::string_view target, const std::vector<std::string>& preprocessed, bool phony) {
-  std::vector<std::string> files;
-  std::set<std::string> seen;
-  for (const std::string& text : preprocessed) marked_files(text, files, seen);
+std::string dependency_file(std::string_view target, const std::vector<std::string>& files, bool phony) {
   std::string out = std::string(target) + " :";
   for (std::size_t i = 0; i < files.size(); ++i) {
     out += (i == 0 ? " " : " \\\n    ") + make_escaped(files[i]);

@@ -36,12 +36,12 @@ Expected<std::vector<PlanStep>> parse_plan(std::string_view dryrun_output, std::
 // sh). INVALID_ARGUMENT for syntax the launcher does not run itself.
 Expected<std::vector<std::string>> shell_words(std::string_view line, const std::map<std::string, std::string>& vars);
 
-// The dependency file nvcc writes for -MD/-M: `target` depending on every file the preprocessed
-// outputs' line markers name (the first of them is the source), in order of first appearance,
-// without <built-in> and <command-line>; with `phony` (-MP) a rule of its own for each header.
-std::string dependency_file(std::string_view target, const std::vector<std::string>& preprocessed, bool phony);
-// The files those line markers name, in that order (the dependency file's).
-std::vector<std::string> files_of_markers(const std::vector<std::string>& preprocessed);
+// The files the preprocessed outputs' line markers name (the first of them is the source), in
+// order of first appearance, without <built-in> and <command-line>.
+std::vector<std::string> files_of_markers(const std::vector<std::string_view>& preprocessed);
+// The dependency file nvcc writes for -MD/-M: `target` depending on `files` (files_of_markers);
+// with `phony` (-MP) a rule of its own for each header.
+std::string dependency_file(std::string_view target, const std::vector<std::string>& files, bool phony);
 
 // nvcc's temporary names carry its process ID and a counter (tmpxft_0000a1b2_00000000-6_a.ptx);
 // written as one fixed name (tmpxft_00000000_00000000-6_a.ptx), the same work has the same names,
