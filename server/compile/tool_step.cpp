@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <system_error>
@@ -103,9 +105,13 @@ Expected<StepRun> run_step(const Toolchain& toolchain, const StepWork& work) {
   if (tool->empty()) return make_error(ErrorCode::k_internal, "a host step without its compiler");
   // nvlink searches its -L folders for -lcudadevrt (whose digest is in the identity): they must
   // be this daemon's toolkit's, as the client's plan names them (nvlink writes them into the cubin).
+  // A link that names no library reads no folder: its -L folders are only words nvlink writes
+  // into the image (clang's nvlink names clang's own lib folder so).
   if (work.tool == StepTool::nvlink) {
+    const bool libraries = std::any_of(work.args.begin(), work.args.end(), [](const std::string& a) { return a.starts_with("-l"); });
     for (const std::string& arg : work.args) {
       if (!arg.starts_with("-L")) continue;
+      if (!libraries && arg.size() > 2 && arg[2] == '/') continue;
       if (!is_toolkit_library_folder(toolchain, arg.substr(2))) {
         return make_error(ErrorCode::k_failed_precondition,
                           "nvlink's folder '" + arg.substr(2, 200) + "' is not this kcached's toolkit's (" +

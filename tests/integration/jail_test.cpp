@@ -251,6 +251,14 @@ TEST_F(JailedSteps, ANvlinkStepLinksOnlyFromTheDaemonsToolkit) {
   auto again = builder().step(request(cudadevrt.parent_path().string()));
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_NE(again->outcome(), v1::OUTCOME_HIT) << "a failed link is never kept";
+  // A link that names no library reads no folder (clang's nvlink names clang's own lib folder,
+  // which nvlink only writes into the image): its folder is taken; with a library, refused.
+  v1::StepRequest no_library = request("/etc");
+  ASSERT_EQ(no_library.args(3), "-lcudadevrt");
+  no_library.mutable_args()->DeleteSubrange(3, 1);
+  auto inert = builder().step(no_library);
+  ASSERT_TRUE(inert) << "a folder nvlink reads nothing from: " << inert.error().message;
+  EXPECT_NE(inert->exit_code(), 0) << "nvlink linked a junk object";
   EXPECT_TRUE(builder().step(cicc_request())) << "the daemon serves on";
 }
 

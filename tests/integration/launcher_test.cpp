@@ -450,6 +450,68 @@ TEST_F(Launcher, ADirectHitRunsNoPreprocessorAndIsNeverStale) {
 // its manifest with its host object, running no preprocessor and no step, and never stale: a
 // changed header, a header that shadows a listed one, host-only code and a -D each miss, and the
 // object is then clang's own for the new source.
+// clang's device link (-fgpu-rdc, linked with --offload-link): each arch's nvlink reaches kcache
+// through a toolkit folder of its own and runs on the daemon as an nvlink step; the program is
+// clang's own, byte for byte. A second link hits every nvlink; a changed device function misses
+// them and gives clang's new program.
+TEST_F(Launcher, AClangDeviceLinkRunsEachArchsNvlinkOnTheDaemon) {
+  if (!fs::exists("/usr/bin/clang++-22")) GTEST_SKIP() << "/usr/bin/clang++-22 is absent (clang-22)";
+  fs::path cudart;
+  for (const char* folder : {"lib64", "targets/x86_64-linux/lib"}) {
+    if (cudart.empty() && fs::exists(fs::path(KCACHE_CUDA_ROOT) / folder / "libcudart.so")) cudart = fs::path(KCACHE_CUDA_ROOT) / folder;
+  }
+  if (cudart.empty()) GTEST_SKIP() << "no libcudart.so under " << KCACHE_CUDA_ROOT;
+  auto daemon = start_daemon("a");
+  server_ = daemon->address();
+  const fs::path work = m_dir.path() / "clang-rdc";
+  fs::create_directories(work);
+  std::ofstream(work / "main.cu") << "__device__ int step(int x);\n__global__ void k(int* x) { x[0] = step(x[0]); }\n"
+                                     "int main() { k<<<1, 1>>>(nullptr); return 0; }\n";
+  std::ofstream(work / "step.cu") << "__device__ int step(int x) { return x + 1; }\n";
+  const std::string cuda_path = std::string("--cuda-path=") + KCACHE_CUDA_ROOT;
+  auto compile = [&](const std::string& source) {
+    return run_ok({KCACHE_CLI_PATH, "/usr/bin/clang++-22", "-x", "cuda", cuda_path, "--cuda-gpu-arch=sm_80",
+                   "--cuda-gpu-arch=sm_90", "-fgpu-rdc", "-c", source + ".cu", "-o", source + ".o"},
+                  work);
+  };
+  auto link = [&](bool launched, const std::string& program) {
+    std::vector<std::string> argv;
+    if (launched) argv.push_back(KCACHE_CLI_PATH);
+    for (std::string a : {std::string("/usr/bin/clang++-22"), std::string("--offload-link"), cuda_path, std::string("main.o"),
+                          std::string("step.o"), std::string("-o"), program, "-L" + cudart.string(), std::string("-lcudart")}) {
+      argv.push_back(a);
+    }
+    return run_ok(argv, work);
+  };
+  ASSERT_EQ(compile("main"), 0);
+  ASSERT_EQ(compile("step"), 0);
+  counts();
+  ASSERT_EQ(link(true, "app"), 0);
+  auto cold = counts();
+  EXPECT_EQ(cold["launcher.clang_device_links"], 1);
+  EXPECT_EQ(cold["nvlink.miss"], 2) << "one nvlink for each arch, on the daemon";
+  EXPECT_EQ(cold["nvlink.local"], 0);
+  ASSERT_EQ(link(false, "plain"), 0);
+  const std::string first = read_all(work / "plain");
+  EXPECT_TRUE(read_all(work / "app") == first) << "not clang's program";
+
+  fs::remove(work / "app");
+  ASSERT_EQ(link(true, "app"), 0);
+  auto warm = counts();
+  EXPECT_EQ(warm["nvlink.hit"], 2);
+  EXPECT_EQ(warm["nvlink.miss"], 0);
+  EXPECT_TRUE(read_all(work / "app") == first) << "a hit gives clang's program too";
+
+  std::ofstream(work / "step.cu") << "__device__ int step(int x) { return x + 2; }\n";
+  ASSERT_EQ(compile("step"), 0);
+  counts();
+  ASSERT_EQ(link(true, "app"), 0);
+  EXPECT_EQ(counts()["nvlink.miss"], 2) << "a changed device function links anew";
+  ASSERT_EQ(link(false, "plain"), 0);
+  EXPECT_TRUE(read_all(work / "app") == read_all(work / "plain")) << "clang's program for the new code";
+  EXPECT_FALSE(read_all(work / "app") == first) << "and not the old one";
+}
+
 TEST_F(Launcher, AClangDirectHitRunsNoPreprocessorAndIsNeverStale) {
   if (!fs::exists("/usr/bin/clang++-22")) GTEST_SKIP() << "/usr/bin/clang++-22 is absent (clang-22)";
   auto daemon = start_daemon("a");

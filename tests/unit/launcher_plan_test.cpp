@@ -778,6 +778,7 @@ TEST(DirectMode, AFileThatAsksForTheTimeHasNoManifest) {
 
 namespace device_link {
 
+using kcache::launcher::plan_clang_nvlink;
 using kcache::launcher::plan_nvlink;
 
 // CMake's device link line: its objects and archives named in the work folder, the rest as the
@@ -805,6 +806,35 @@ TEST(DeviceLink, NvlinksLineNamesEveryFileItLinksInTheWorkFolder) {
       << "an input of a kind it does not know";
   EXPECT_NE(plan_nvlink({"nvlink", "-L/cuda/lib", "-lcudadevrt", "-lcublas_device", "a.o"}, work, exists).refusal, "")
       << "another library of device code";
+}
+
+// clang's device link: each arch's nvlink as clang-nvlink-wrapper writes it (recorded from clang 22),
+// in the spellings the daemon reads, its cubins and image named in the work folder.
+TEST(DeviceLink, ClangsNvlinkLineIsAStepOfItsCubins) {
+  const std::string work = "/w/";
+  auto step = plan_clang_nvlink({"/cuda/bin/nvlink", "-o", "/tmp/app.nvptx64.sm_80-9a927d.img", "-arch", "sm_80", "-L",
+                                 "/usr/local/cuda/lib64/stubs", "-L", "/usr/lib/llvm-22/lib",
+                                 "/tmp/a-nvptx64-nvidia-cuda-sm_80-554626.cubin", "/tmp/b-nvptx64-nvidia-cuda-sm_80-7e9382.cubin"},
+                                work);
+  ASSERT_EQ(step.refusal, "");
+  std::vector<std::string> expected = {"/cuda/bin/nvlink", "-o", "/w/image.cubin", "-arch=sm_80",
+                                       "-L/usr/local/cuda/lib64/stubs", "-L/usr/lib/llvm-22/lib", "/w/input-0.cubin",
+                                       "/w/input-1.cubin"};
+  EXPECT_EQ(step.argv, expected);
+  EXPECT_EQ(step.output, "/tmp/app.nvptx64.sm_80-9a927d.img");
+  ASSERT_EQ(step.inputs.size(), 2u);
+  EXPECT_EQ(step.inputs[1].first, "/tmp/b-nvptx64-nvidia-cuda-sm_80-7e9382.cubin");
+  EXPECT_EQ(step.inputs[1].second, "/w/input-1.cubin");
+  EXPECT_EQ(plan_clang_nvlink({"nvlink", "-o", "x.img", "--arch=sm_90", "-m64", "a.cubin"}, work).argv,
+            (std::vector<std::string>{"nvlink", "-o", "/w/image.cubin", "-arch=sm_90", "/w/input-0.cubin"}));
+  for (const std::vector<std::string>& refused :
+       {std::vector<std::string>{"nvlink", "-o", "x", "-arch", "sm_80", "-g", "a.cubin"},       // debug: its own folder's names
+        std::vector<std::string>{"nvlink", "-o", "x", "-arch", "sm_80", "-lcudadevrt", "a.cubin"},  // a library
+        std::vector<std::string>{"nvlink", "-o", "x", "-arch", "sm_80", "a.o"},                 // not a cubin
+        std::vector<std::string>{"nvlink", "-o", "x", "-arch", "compute_80", "a.cubin"},        // no sm_ arch
+        std::vector<std::string>{"nvlink", "-arch", "sm_80", "a.cubin"}}) {                       // no output
+    EXPECT_NE(plan_clang_nvlink(refused, work).refusal, "") << refused[refused.size() - 2];
+  }
 }
 
 }  // namespace device_link

@@ -1,6 +1,7 @@
 #include "launcher/clang_plan.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <span>
 
 #include "kcache/sha256.hpp"
@@ -103,6 +104,47 @@ ClangSplit split_cc1(const std::vector<std::string>& argv, std::string_view acti
       out.preprocess.insert(out.preprocess.end(), written.begin(), written.end());
       out.compile.insert(out.compile.end(), written.begin(), written.end());
     }
+  }
+  return out;
+}
+
+ClangNvlink plan_clang_nvlink(const std::vector<std::string>& argv, std::string_view work) {
+  ClangNvlink out;
+  if (argv.empty()) return out.refusal = "no program", out;
+  out.argv.push_back(argv.front());
+  std::string arch;
+  std::vector<std::string> folders, inputs;
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    const bool has_value = i + 1 < argv.size();
+    if ((a == "-o" || a == "--output-file") && has_value) {
+      out.output = argv[++i];
+    } else if ((a == "-arch" || a == "--arch") && has_value) {
+      arch = argv[++i];
+    } else if (a.starts_with("-arch=") || a.starts_with("--arch=")) {
+      arch = a.substr(a.find('=') + 1);
+    } else if (a == "-L" && has_value) {
+      folders.push_back(argv[++i]);
+    } else if (a.starts_with("-L") && a.size() > 2) {
+      folders.push_back(a.substr(2));
+    } else if (a == "-m64") {
+      continue;  // nvlink's default, which it writes as -m 64 either way
+    } else if (a.starts_with("-")) {
+      return out.refusal = "nvlink option " + a.substr(0, 32) + " (clang)", out;  // -l, -g, -v, ...
+    } else if (a.ends_with(".cubin")) {
+      inputs.push_back(a);
+    } else {
+      return out.refusal = "nvlink input " + std::filesystem::path(a).extension().string() + " (clang)", out;
+    }
+  }
+  if (out.output.empty() || inputs.empty()) return out.refusal = "nvlink without an output or an input (clang)", out;
+  if (!arch.starts_with("sm_")) return out.refusal = "nvlink -arch " + arch.substr(0, 16) + " (clang)", out;
+  out.argv.insert(out.argv.end(), {"-o", std::string(work) + "image.cubin", "-arch=" + arch});
+  for (const std::string& folder : folders) out.argv.push_back("-L" + folder);
+  for (const std::string& input : inputs) {
+    std::string name = std::string(work) + "input-" + std::to_string(out.inputs.size()) + ".cubin";
+    out.inputs.emplace_back(input, name);
+    out.argv.push_back(name);
   }
   return out;
 }

@@ -45,4 +45,19 @@ struct ClangSplit {
 ClangSplit split_cc1(const std::vector<std::string>& argv, std::string_view action, const std::string& text, bool deps,
                      const std::string& output, const std::string& dependency_file);
 
+// clang's device link (-fgpu-rdc, linked with --offload-link through clang-linker-wrapper): each
+// arch's nvlink, as clang-nvlink-wrapper runs it (nvlink -o IMAGE -arch sm_80 -L DIR ... INPUT.cubin
+// ...; kcache stands in for nvlink there: clang_link.cpp), as a device step. `argv`: the step's
+// line, in the spellings the daemon reads (-arch=sm_80, -LDIR; nvlink writes its options into the
+// image as it reads them, whatever their spelling), with `output` and each of `inputs` (from, to)
+// named in the work folder; `output` is the image's place. `refusal`: why nvlink runs here (an
+// option it does not take, a library, an input that is not a cubin).
+struct ClangNvlink {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string output;
+  std::string refusal;
+};
+ClangNvlink plan_clang_nvlink(const std::vector<std::string>& argv, std::string_view work);
+
 }  // namespace kcache::launcher

@@ -15,12 +15,8 @@
 #include "launcher/options.hpp"
 
 namespace kcache::launcher {
-namespace {
 
-namespace fs = std::filesystem;
-
-// Runs the real compiler in place of this process: its outputs, diagnostics and exit code.
-[[noreturn]] void exec_compiler(const std::vector<std::string>& argv) {
+void exec_compiler(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -29,8 +25,6 @@ namespace fs = std::filesystem;
   std::exit(127);
 }
 
-}  // namespace
-
 std::optional<int> launch_if_compiler(int argc, char** argv) {
   if (argc < 1) return std::nullopt;
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -38,7 +32,7 @@ std::optional<int> launch_if_compiler(int argc, char** argv) {
   // Run under a compiler's name (a masquerade symlink): the real one is the next on PATH.
   if (CompilerKind kind = compiler_kind(argv[0]); kind != CompilerKind::none) {
     const std::string name = basename_of(argv[0]);
-    compiler = next_on_path(name);
+    compiler = kind == CompilerKind::nvlink ? real_nvlink(argv[0]) : next_on_path(name);
     // nvcc where the toolkit's folder is not on PATH (CMake names its CUDA compiler by path):
     // the toolkit's, as CUDA_PATH, CUDA_HOME or the usual place name it.
     if (compiler.empty() && kind == CompilerKind::nvcc) compiler = toolkit_nvcc();
@@ -55,6 +49,8 @@ std::optional<int> launch_if_compiler(int argc, char** argv) {
   CompilerKind kind = compiler_kind(compiler);
   if (kind == CompilerKind::nvcc) return launch_nvcc(compiler, args);
   if (kind == CompilerKind::clang && is_cuda_compile(args)) return launch_clang(compiler, args);
+  if (kind == CompilerKind::clang && is_offload_link(args)) launch_clang_link(compiler, std::move(args));
+  if (kind == CompilerKind::nvlink) return launch_nvlink(compiler, args);
   // Host C and C++ are not kcache's: the compiler runs as it would, in this process's place, so a
   // build using kcache as its launcher for every language never breaks.
   LocalStats stats;

@@ -8,11 +8,23 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace kcache::launcher {
 
 // The launcher's exit code when argv names a compiler (argv[1], or argv[0] when kcache runs
 // under a compiler's name); nullopt when it does not (a kcache subcommand).
 std::optional<int> launch_if_compiler(int argc, char** argv);
+
+// Runs the real compiler in place of this process: its outputs, diagnostics and exit code.
+[[noreturn]] void exec_compiler(const std::vector<std::string>& argv);
+
+// clang's device link (clang_link.cpp): a clang link with --offload-link, run by clang with a
+// toolkit of kcache's own in which nvlink is kcache; and each nvlink that reaches kcache so, a
+// step on the daemon. `real_nvlink` finds the toolkit's nvlink for kcache run as nvlink.
+[[noreturn]] void launch_clang_link(const std::string& clang, std::vector<std::string> args);
+int launch_nvlink(const std::string& nvlink, const std::vector<std::string>& args);
+std::string real_nvlink(const std::string& invoked_as);
 
 }  // namespace kcache::launcher

@@ -229,6 +229,7 @@ constexpr OptionSpec k_clang[] = {
     {"-target", "", Takes::separate, k_compile},
     {"-arch", "", Takes::separate, k_compile},
     {"-Xoffload-linker", "", Takes::separate, k_link},
+    {"--offload-link", "", Takes::none, k_link},
     {"-L", "", Takes::joined_or_separate, k_link},
     {"-l", "", Takes::joined_or_separate, k_link},
     {"-T", "", Takes::joined_or_separate, k_link},
@@ -464,6 +465,7 @@ CompilerKind compiler_kind(std::string_view program) {
     tool = plain.substr(dash + 1);
   }
   if (plain == "nvcc") return CompilerKind::nvcc;
+  if (plain == "nvlink") return CompilerKind::nvlink;
   if (tool == "clang" || tool == "clang++") return CompilerKind::clang;
   if (tool == "gcc" || tool == "g++" || tool == "cc" || tool == "c++") return CompilerKind::gcc;
   return CompilerKind::none;
@@ -510,6 +512,16 @@ bool is_cuda_compile(const std::vector<std::string>& args) {
     if (a.is_input() && args[a.index].ends_with(".cu")) cuda = true;
   }
   return cuda;
+}
+
+bool is_offload_link(const std::vector<std::string>& args) {
+  bool offload_link = false;
+  for (const Arg& a : read_args(clang_options(), args)) {
+    if (a.affects(k_compile_mode) || a.affects(k_other_mode)) return false;
+    if (a.is_input() && args[a.index].ends_with(".cu")) return false;
+    offload_link |= a.spelling == "--offload-link";
+  }
+  return offload_link;
 }
 
 std::string object_path(const OptionTable& table, const std::vector<std::string>& words) {

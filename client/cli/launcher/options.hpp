@@ -81,7 +81,7 @@ std::vector<Arg> read_args(const OptionTable& table, std::span<const std::string
 
 // The compilers the launcher recognises, by a program's name or path: versioned names (gcc-12,
 // clang++-22), full paths, cross compilers (aarch64-linux-gnu-g++, x86_64-linux-gnu-gcc-12).
-enum class CompilerKind { none, nvcc, clang, gcc };
+enum class CompilerKind { none, nvcc, clang, gcc, nvlink };
 CompilerKind compiler_kind(std::string_view program);
 // Whether a program of a compiler's plan is a host C or C++ compiler driver.
 inline bool is_host_compiler(std::string_view program) {
@@ -102,6 +102,8 @@ Invocation nvcc_invocation(const std::vector<std::string>& args);
 Invocation clang_invocation(const std::vector<std::string>& args);
 // Whether clang's arguments compile CUDA (-x cuda, or a .cu source): else clang is not kcache's.
 bool is_cuda_compile(const std::vector<std::string>& args);
+// Whether they link a program with its device code (--offload-link), compiling nothing.
+bool is_offload_link(const std::vector<std::string>& args);
 
 // The object a compile writes: its -o, else the source's name, without its folder, with .o for its
 // extension (as nvcc and clang name it).
