@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <set>
 #include <span>
@@ -594,6 +595,39 @@ namespace {
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
 
+// Calls visit(at, odd) for each directive's introducer in `text` (a '#', or the digraph "%:")
+// that only blanks (and, with `odd_bytes`, non-ASCII bytes: `odd` says whether one is among them)
+// precede on its line, in the text's order, until visit returns false. Found with memchr, then
+// read backwards to the line's start: a text's lines are many, its introducers few.
+template <typename Visit>
+void for_each_introducer(std::string_view text, bool odd_bytes, Visit visit) {
+  std::size_t hash = text.find('#'), digraph = text.find("%:");
+  while (hash != std::string_view::npos || digraph != std::string_view::npos) {
+    const bool is_hash = hash < digraph;
+    const std::size_t at = is_hash ? hash : digraph;
+    if (is_hash) {
+      hash = text.find('#', at + 1);
+    } else {
+      digraph = text.find("%:", at + 1);
+    }
+    bool odd = false;
+    std::size_t i = at;
+    for (; i > 0 && text[i - 1] != '\n'; --i) {
+      const char c = text[i - 1];
+      if (is_blank(c) || c == '\r') continue;
+      if (!odd_bytes || static_cast<unsigned char>(c) < 0x80) break;
+      odd = true;
+    }
+    if (i > 0 && text[i - 1] != '\n') continue;  // something else comes first on its line
+    if (!visit(at, odd)) return;
+  }
+}
+
+// The number of the line `at` is on (from 1).
+std::size_t line_of(std::string_view text, std::size_t at) {
+  return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+}
+
 
 // The first check of check_step_input: NUL bytes, CRs that do not end a line, and non-ASCII bytes
 // before a line's '#'. Text with neither a NUL nor a CR (what preprocessors write) needs only
@@ -602,23 +636,12 @@ Expected<void> check_line_starts(std::string_view name, std::string_view bytes) 
   const bool plain = bytes.find('\0') == std::string_view::npos && bytes.find('\r') == std::string_view::npos;
   std::size_t line_number = 1;
   if (plain) {
-    for (std::size_t pos = 0; pos < bytes.size(); ++line_number) {
-      bool odd_start = false;  // a non-ASCII byte among the line's first bytes
-      std::size_t i = pos;
-      for (; i < bytes.size(); ++i) {
-        if (static_cast<unsigned char>(bytes[i]) >= 0x80) {
-          odd_start = true;
-        } else if (!is_blank(bytes[i])) {
-          break;
-        }
-      }
-      if (odd_start && i < bytes.size() && (bytes[i] == '#' || (bytes[i] == '%' && i + 1 < bytes.size() && bytes[i + 1] == ':'))) {
-        return unsafe_input(name, line_number, "a non-ASCII byte comes before its '#'");
-      }
-      std::size_t end = bytes.find('\n', i);
-      if (end == std::string_view::npos) break;
-      pos = end + 1;
-    }
+    std::size_t odd_at = std::string_view::npos;
+    for_each_introducer(bytes, true, [&](std::size_t at, bool odd) {
+      if (odd) odd_at = at;
+      return !odd;
+    });
+    if (odd_at != std::string_view::npos) return unsafe_input(name, line_of(bytes, odd_at), "a non-ASCII byte comes before its '#'");
     return {};
   }
   bool line_start = true;  // only blanks and non-ASCII bytes since the line began
@@ -688,9 +711,16 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     return unsafe_input(name, 0, "it holds a trigraph");
   }
   // A _Pragma (or __pragma) operator whose line names a file: the first such line, by number.
+  // Searched with Boyer-Moore-Horspool: a search from each '_' (in every other word of C++) would
+  // read the text several times over.
   std::size_t pragma_line = SIZE_MAX;
   for (std::string_view op : {std::string_view("_Pragma"), std::string_view("__pragma")}) {
-    for (std::size_t at = text.find(op); at != std::string_view::npos; at = text.find(op, at + 1)) {
+    const std::boyer_moore_horspool_searcher searcher(op.begin(), op.end());
+    auto find_op = [&](std::size_t from) {
+      auto at = std::search(text.begin() + static_cast<std::ptrdiff_t>(from), text.end(), searcher);
+      return at == text.end() ? std::string_view::npos : static_cast<std::size_t>(at - text.begin());
+    };
+    for (std::size_t at = find_op(0); at != std::string_view::npos; at = find_op(at + 1)) {
       std::size_t begin = text.rfind('\n', at);
       begin = begin == std::string_view::npos ? 0 : begin + 1;
       std::size_t end = std::min(text.find('\n', at), text.size());
@@ -702,28 +732,16 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
       break;
     }
   }
-  auto pragma_refused = [&] { return unsafe_input(name, pragma_line, "a _Pragma names a file"); };
-  // Each directive, line by line, up to that line: only line markers, #line, #pragma that names
-  // no file (and, in GCC's -fdirectives-only text, #define and #undef) are allowed.
-  std::size_t number = 0;
-  for (std::size_t pos = 0; pos < text.size();) {
-    std::size_t end = std::min(text.find('\n', pos), text.size());
-    std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
-    if (++number >= pragma_line) return pragma_refused();
-    std::size_t i = 0;
-    while (i < line.size() && (is_blank(line[i]) || line[i] == '\r')) ++i;
-    if (i == line.size()) continue;
-    std::string_view rest;
-    if (line[i] == '#') {
-      rest = line.substr(i + 1);
-    } else if (line.substr(i, 2) == "%:") {
-      rest = line.substr(i + 2);
-    } else {
-      continue;
-    }
+  // Each directive, the first that is not allowed: only line markers, #line, #pragma that names
+  // no file (and, in GCC's -fdirectives-only text, #define and #undef) are.
+  std::size_t refused_at = std::string_view::npos;
+  std::string why;
+  for_each_introducer(text, false, [&](std::size_t at, bool) {
+    std::size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view rest = text.substr(at, end - at);
+    rest.remove_prefix(rest.front() == '#' ? 1 : 2);
     std::size_t w = rest.find_first_not_of(" \t\f\v\r");
-    if (w == std::string_view::npos) continue;  // the null directive
+    if (w == std::string_view::npos) return true;  // the null directive
     rest = rest.substr(w);
     std::size_t word_end = 0;
     while (word_end < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[word_end])) || rest[word_end] == '_')) {
@@ -731,16 +749,21 @@ Expected<void> check_step_input(StepTool tool, std::string_view name, std::strin
     }
     std::string_view word = rest.substr(0, word_end);
     bool marker = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    if (marker || word == "line") continue;
+    if (marker || word == "line") return true;
     // GCC's -fdirectives-only text keeps the unit's macros, for its compile to expand.
-    if (tool == StepTool::host && (word == "define" || word == "undef")) continue;
+    if (tool == StepTool::host && (word == "define" || word == "undef")) return true;
     if (word == "pragma") {
-      if (pragma_names_file(rest)) return unsafe_input(name, number, "a #pragma names a file");
-      continue;
+      if (!pragma_names_file(rest)) return true;
+      why = "a #pragma names a file";
+    } else {
+      why = "it holds a #" + std::string(word.substr(0, 32)) + " directive";
     }
-    return unsafe_input(name, number, "it holds a #" + std::string(word.substr(0, 32)) + " directive");
-  }
-  if (pragma_line != SIZE_MAX) return pragma_refused();
+    refused_at = at;
+    return false;
+  });
+  const std::size_t refused_line = refused_at == std::string_view::npos ? SIZE_MAX : line_of(text, refused_at);
+  if (pragma_line != SIZE_MAX && pragma_line <= refused_line) return unsafe_input(name, pragma_line, "a _Pragma names a file");
+  if (refused_line != SIZE_MAX) return unsafe_input(name, refused_line, why);
   return {};
 }
 
