@@ -15,7 +15,8 @@ warm after `ninja clean`, beside the same build without it. The median of the ro
 ratios to plain. Writes bench/results/launcher.{md,csv}.
 
 Then (part "farm") the farm benchmark: bench/farm_project.py's project (32 CUDA files, 4 archs,
-device links) built once each by plain nvcc; kcache cold, warm, in another folder and on a second
+device links) built by plain nvcc and kcache cold in turns (KCACHE_BENCH_COLD_ROUNDS of each, 2 by
+default: a cold build moves by 15% from one run to the next here); kcache warm, in another folder and on a second
 daemon sharing Redis; ccache cold, warm and in another folder; Debian's sccache cold and warm.
 Writes bench/results/launcher_farm.{md,csv}.
 
@@ -47,6 +48,7 @@ NVCC = CUDA / "bin" / "nvcc"
 CLANG = shutil.which("clang++-22")
 INCLUDE = ROOT / "tests" / "data" / "launcher" / "include"
 PARTS = os.environ.get("KCACHE_BENCH_PARTS", "files project farm").split()
+COLD_ROUNDS = max(1, int(os.environ.get("KCACHE_BENCH_COLD_ROUNDS", "2")))
 PROJECT = ROOT / "tests" / "data" / "launcher"
 SOURCES = [ROOT / "tests" / "data" / "launcher" / "src" / "softmax.cu",
            ROOT / "bench" / "corpus" / "launcher" / "thrust_sort.cu"]
@@ -195,9 +197,28 @@ def farm(work, env):
         return statistics.median(timed(argv, e, work / folder) for _ in range(5))
 
     results = {}
+    # The tools set beside kcache; a missing one's rows are left out, and the page says so.
+    missing = [tool for tool in ("ccache", "sccache") if not shutil.which(tool)]
+    for tool in missing:
+        print(f"farm: {tool} is missing (apt-get install {tool}): its builds are left out", file=sys.stderr)
     plain_env = dict(base)
+    # Cold builds move by 15% from one to the next on this machine: plain nvcc's and kcache's are
+    # built in turns, COLD_ROUNDS of each, and their medians compared. The earlier rounds' kcache
+    # runs on a fresh daemon of its own; the last round's is the fleet's first daemon, below.
+    cold = {"plain nvcc": [], "kcache cold": []}
+    for i in range(COLD_ROUNDS - 1):
+        configure(f"plain-r{i}", None, plain_env)
+        cold["plain nvcc"].append(build(f"plain-r{i}", plain_env))
+        d = Daemon(work)
+        try:
+            k = dict(base, KCACHE_SERVER=f"127.0.0.1:{d.port}", KCACHE_STATE_DIR=str(work / f"kstate-r{i}"))
+            configure(f"kcache-r{i}", "kcache", k)
+            cold["kcache cold"].append(build(f"kcache-r{i}", k))
+        finally:
+            d.stop()
     configure("plain", None, plain_env)
-    results["plain nvcc"] = build("plain", plain_env)
+    cold["plain nvcc"].append(build("plain", plain_env))
+    results["plain nvcc"] = statistics.median(cold["plain nvcc"])
     # nvcc's own parallelism: each compile's archs at once (--threads 0: as many as it has archs).
     configure("plain-threads", None, plain_env, ["-DCMAKE_CUDA_FLAGS=--threads=0"])
     results["plain nvcc --threads 0"] = build("plain-threads", plain_env)
@@ -211,7 +232,8 @@ def farm(work, env):
     try:
         k = dict(base, KCACHE_SERVER=f"127.0.0.1:{a.port}", KCACHE_STATE_DIR=str(work / "kstate-a"))
         configure("kcache-1", "kcache", k)
-        results["kcache cold"] = build("kcache-1", k)
+        cold["kcache cold"].append(build("kcache-1", k))
+        results["kcache cold"] = statistics.median(cold["kcache cold"])
         results["kcache warm"] = build("kcache-1", k, clean=True)
         results["kcache warm, direct mode off"] = build("kcache-1", dict(k, KCACHE_NODIRECT="1"), clean=True)
         configure("kcache-2", "kcache", k)
@@ -248,6 +270,9 @@ def farm(work, env):
         f.write("build,seconds\n")
         for name, seconds in results.items():
             f.write(f"{name},{seconds:.3f}\n")
+        for name, rounds in cold.items():
+            for i, seconds in enumerate(rounds):
+                f.write(f"{name}, round {i + 1},{seconds:.3f}\n")
 
     def ratio(a_name, b_name):
         if a_name not in results or b_name not in results:
@@ -261,15 +286,18 @@ def farm(work, env):
                ("cold, against nvcc --threads 0", "kcache cold", "plain nvcc --threads 0", "-"),
                ("one file's warm hit", "kcache one file warm", "ccache one file warm", "2x")]
     note = os.environ.get("KCACHE_BENCH_NOTE", "")
+    rounds_text = "; ".join(f"{name} " + ", ".join(f"{s:.1f}" for s in rounds) + " s" for name, rounds in cold.items())
     lines = [f"## The farm benchmark (bench/launcher.py, part farm, {time.strftime('%Y-%m-%d')})", "",
              f"bench/farm_project.py's CMake project ({files} CUDA files, archs {farm_project.ARCHS.replace(';', ', ')}, "
              "a static library with separable compilation, six executables with device links), "
              "kcache as CMake's CUDA compiler (linked as nvcc: compiles and device links), ccache and sccache as "
-             "`CMAKE_CUDA_COMPILER_LAUNCHER`, `ninja -j2`, whole-build wall time, each build once, one after the other in "
-             "one run. Warm: `ninja -t clean`, then the build again; another folder: a second build folder on the same "
+             "`CMAKE_CUDA_COMPILER_LAUNCHER`, `ninja -j2`, whole-build wall time, one after the other in one run: "
+             f"plain nvcc's and kcache's cold builds in turns, {COLD_ROUNDS} of each, their medians here "
+             f"(each round: {rounds_text}), every other build once. Warm: `ninja -t clean`, then the build again; another folder: a second build folder on the same "
              "machine (ccache with `CCACHE_BASEDIR`); second daemon: a fresh machine's state on a second kcached sharing "
              "the first's Redis; one file: the median of 5 compiles of src/core_00.cu, all hits." +
-             (f" {note}" if note else ""), "",
+             (f" {note}" if note else "") +
+             (f" Left out, not installed: {', '.join(missing)}." if missing else ""), "",
              "| build | seconds |", "|---|---|"]
     lines += [f"| {name} | {seconds:.2f} |" for name, seconds in results.items()]
     lines += ["", "| target | kcache | against | ratio | target |", "|---|---|---|---|---|"]
