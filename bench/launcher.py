@@ -16,7 +16,8 @@ ratios to plain. Writes bench/results/launcher.{md,csv}.
 
 Then (part "farm") the farm benchmark: bench/farm_project.py's project (32 CUDA files, 4 archs,
 device links) built by plain nvcc and kcache cold in turns (KCACHE_BENCH_COLD_ROUNDS of each, 2 by
-default: a cold build moves by 15% from one run to the next here); kcache warm, in another folder and on a second
+default: a cold build moves by 15% from one run to the next here); kcache warm (the warm builds,
+another folder and a second daemon KCACHE_BENCH_WARM_ROUNDS times each, 3 by default), in another folder and on a second
 daemon sharing Redis; ccache cold, warm and in another folder; Debian's sccache cold and warm.
 Writes bench/results/launcher_farm.{md,csv}.
 
@@ -49,6 +50,7 @@ CLANG = shutil.which("clang++-22")
 INCLUDE = ROOT / "tests" / "data" / "launcher" / "include"
 PARTS = os.environ.get("KCACHE_BENCH_PARTS", "files project farm").split()
 COLD_ROUNDS = max(1, int(os.environ.get("KCACHE_BENCH_COLD_ROUNDS", "2")))
+WARM_ROUNDS = max(1, int(os.environ.get("KCACHE_BENCH_WARM_ROUNDS", "3")))
 PROJECT = ROOT / "tests" / "data" / "launcher"
 SOURCES = [ROOT / "tests" / "data" / "launcher" / "src" / "softmax.cu",
            ROOT / "bench" / "corpus" / "launcher" / "thrust_sort.cu"]
@@ -205,20 +207,27 @@ def farm(work, env):
     # Cold builds move by 15% from one to the next on this machine: plain nvcc's and kcache's are
     # built in turns, COLD_ROUNDS of each, and their medians compared. The earlier rounds' kcache
     # runs on a fresh daemon of its own; the last round's is the fleet's first daemon, below.
-    cold = {"plain nvcc": [], "kcache cold": []}
+    rounds = {"plain nvcc": [], "kcache cold": []}  # each build that ran more than once: its rounds' seconds
+
+    def median_of(name, seconds):
+        rounds[name] = list(seconds)
+        results[name] = statistics.median(rounds[name])
+
+    def fresh_folder(folder, launcher, e):
+        configure(folder, launcher, e)
+        return build(folder, e)
+
     for i in range(COLD_ROUNDS - 1):
-        configure(f"plain-r{i}", None, plain_env)
-        cold["plain nvcc"].append(build(f"plain-r{i}", plain_env))
+        rounds["plain nvcc"].append(fresh_folder(f"plain-r{i}", None, plain_env))
         d = Daemon(work)
         try:
             k = dict(base, KCACHE_SERVER=f"127.0.0.1:{d.port}", KCACHE_STATE_DIR=str(work / f"kstate-r{i}"))
-            configure(f"kcache-r{i}", "kcache", k)
-            cold["kcache cold"].append(build(f"kcache-r{i}", k))
+            rounds["kcache cold"].append(fresh_folder(f"kcache-r{i}", "kcache", k))
         finally:
             d.stop()
     configure("plain", None, plain_env)
-    cold["plain nvcc"].append(build("plain", plain_env))
-    results["plain nvcc"] = statistics.median(cold["plain nvcc"])
+    rounds["plain nvcc"].append(build("plain", plain_env))
+    results["plain nvcc"] = statistics.median(rounds["plain nvcc"])
     # nvcc's own parallelism: each compile's archs at once (--threads 0: as many as it has archs).
     configure("plain-threads", None, plain_env, ["-DCMAKE_CUDA_FLAGS=--threads=0"])
     results["plain nvcc --threads 0"] = build("plain-threads", plain_env)
@@ -228,32 +237,36 @@ def farm(work, env):
     secret.write_text("kcache-bench-fleet-secret-0123456789abcdef\n")
     secret.chmod(0o600)
     fleet = ["--remote", f"redis://127.0.0.1:{redis.port}", "--remote-secret-file", str(secret)]
-    a, b = Daemon(work, fleet), Daemon(work, fleet)
+    a = Daemon(work, fleet)
     try:
         k = dict(base, KCACHE_SERVER=f"127.0.0.1:{a.port}", KCACHE_STATE_DIR=str(work / "kstate-a"))
         configure("kcache-1", "kcache", k)
-        cold["kcache cold"].append(build("kcache-1", k))
-        results["kcache cold"] = statistics.median(cold["kcache cold"])
-        results["kcache warm"] = build("kcache-1", k, clean=True)
+        rounds["kcache cold"].append(build("kcache-1", k))
+        results["kcache cold"] = statistics.median(rounds["kcache cold"])
+        median_of("kcache warm", [build("kcache-1", k, clean=True) for _ in range(WARM_ROUNDS)])
         results["kcache warm, direct mode off"] = build("kcache-1", dict(k, KCACHE_NODIRECT="1"), clean=True)
-        configure("kcache-2", "kcache", k)
-        results["kcache another folder"] = build("kcache-2", k)
+        median_of("kcache another folder", [fresh_folder(f"kcache-2-{i}", "kcache", k) for i in range(WARM_ROUNDS)])
         results["kcache one file warm"] = one_file("kcache-1", k)
-        kb = dict(base, KCACHE_SERVER=f"127.0.0.1:{b.port}", KCACHE_STATE_DIR=str(work / "kstate-b"))
-        configure("kcache-3", "kcache", kb)
-        results["kcache second daemon, same Redis"] = build("kcache-3", kb)
+
+        def second_daemon(i):
+            """A fresh machine's state on a fresh second daemon of the fleet: every object from Redis."""
+            b = Daemon(work, fleet)
+            try:
+                kb = dict(base, KCACHE_SERVER=f"127.0.0.1:{b.port}", KCACHE_STATE_DIR=str(work / f"kstate-b{i}"))
+                return fresh_folder(f"kcache-3-{i}", "kcache", kb)
+            finally:
+                b.stop()
+        median_of("kcache second daemon, same Redis", [second_daemon(i) for i in range(WARM_ROUNDS)])
     finally:
         a.stop()
-        b.stop()
         redis.stop()
 
     if shutil.which("ccache"):
         c = dict(base, CCACHE_DIR=str(work / "ccache"), CCACHE_BASEDIR=str(work))
         configure("ccache-1", "ccache", c)
         results["ccache cold"] = build("ccache-1", c)
-        results["ccache warm"] = build("ccache-1", c, clean=True)
-        configure("ccache-2", "ccache", c)
-        results["ccache another folder"] = build("ccache-2", c)
+        median_of("ccache warm", [build("ccache-1", c, clean=True) for _ in range(WARM_ROUNDS)])
+        median_of("ccache another folder", [fresh_folder(f"ccache-2-{i}", "ccache", c) for i in range(WARM_ROUNDS)])
         results["ccache one file warm"] = one_file("ccache-1", c)
     if shutil.which("sccache"):
         sc = dict(base, SCCACHE_DIR=str(work / "sccache"), SCCACHE_SERVER_PORT=str(free_port()))
@@ -261,7 +274,7 @@ def farm(work, env):
         try:
             configure("sccache-1", "sccache", sc)
             results["sccache cold"] = build("sccache-1", sc)
-            results["sccache warm"] = build("sccache-1", sc, clean=True)
+            median_of("sccache warm", [build("sccache-1", sc, clean=True) for _ in range(WARM_ROUNDS)])
         finally:
             subprocess.run(["sccache", "--stop-server"], env=sc, capture_output=True)
 
@@ -270,8 +283,8 @@ def farm(work, env):
         f.write("build,seconds\n")
         for name, seconds in results.items():
             f.write(f"{name},{seconds:.3f}\n")
-        for name, rounds in cold.items():
-            for i, seconds in enumerate(rounds):
+        for name, each in rounds.items():
+            for i, seconds in enumerate(each):
                 f.write(f"{name}, round {i + 1},{seconds:.3f}\n")
 
     def ratio(a_name, b_name):
@@ -286,20 +299,24 @@ def farm(work, env):
                ("cold, against nvcc --threads 0", "kcache cold", "plain nvcc --threads 0", "-"),
                ("one file's warm hit", "kcache one file warm", "ccache one file warm", "2x")]
     note = os.environ.get("KCACHE_BENCH_NOTE", "")
-    rounds_text = "; ".join(f"{name} " + ", ".join(f"{s:.1f}" for s in rounds) + " s" for name, rounds in cold.items())
+    def rounds_of(name):
+        return ", ".join(f"{seconds:.2f}" for seconds in rounds[name])
     lines = [f"## The farm benchmark (bench/launcher.py, part farm, {time.strftime('%Y-%m-%d')})", "",
              f"bench/farm_project.py's CMake project ({files} CUDA files, archs {farm_project.ARCHS.replace(';', ', ')}, "
              "a static library with separable compilation, six executables with device links), "
              "kcache as CMake's CUDA compiler (linked as nvcc: compiles and device links), ccache and sccache as "
-             "`CMAKE_CUDA_COMPILER_LAUNCHER`, `ninja -j2`, whole-build wall time, one after the other in one run: "
-             f"plain nvcc's and kcache's cold builds in turns, {COLD_ROUNDS} of each, their medians here "
-             f"(each round: {rounds_text}), every other build once. Warm: `ninja -t clean`, then the build again; another folder: a second build folder on the same "
-             "machine (ccache with `CCACHE_BASEDIR`); second daemon: a fresh machine's state on a second kcached sharing "
-             "the first's Redis; one file: the median of 5 compiles of src/core_00.cu, all hits." +
+             "`CMAKE_CUDA_COMPILER_LAUNCHER`, `ninja -j2`, whole-build wall time, one after the other in one run. "
+             f"Plain nvcc's and kcache's cold builds ran in turns, {COLD_ROUNDS} of each; the warm builds, another "
+             f"folder and a second daemon {WARM_ROUNDS} times each: the table gives their medians, the rounds are "
+             "below it. Warm: `ninja -t clean`, then the build again; another folder: a fresh build folder on the same "
+             "machine (ccache with `CCACHE_BASEDIR`); second daemon: a fresh machine's state and folder on a fresh "
+             "second kcached sharing the first's Redis; one file: the median of 5 compiles of src/core_00.cu, all hits." +
              (f" {note}" if note else "") +
              (f" Left out, not installed: {', '.join(missing)}." if missing else ""), "",
              "| build | seconds |", "|---|---|"]
     lines += [f"| {name} | {seconds:.2f} |" for name, seconds in results.items()]
+    lines += ["", "Each round, in the order run: " +
+              "; ".join(f"{name} {rounds_of(name)} s" for name in rounds if len(rounds[name]) > 1) + "."]
     lines += ["", "| target | kcache | against | ratio | target |", "|---|---|---|---|---|"]
     for what, ours, theirs, target in targets:
         if ours in results and theirs in results:
