@@ -27,7 +27,7 @@ std::filesystem::path clang_path() {
 // The toolkit's libcudadevrt.a, which nvlink links for -lcudadevrt; empty when absent.
 std::filesystem::path cudadevrt_path(const Toolchain& t) {
   std::error_code ec;
-  for (const char* folder : {"lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) {
+  for (std::string_view folder : k_toolkit_library_folders) {
     std::filesystem::path p = t.cuda_root / folder / k_step_cudadevrt;
     if (std::filesystem::exists(p, ec)) return p;
   }
@@ -53,7 +53,7 @@ bool is_toolkit_library_folder(const Toolchain& t, const std::string& folder) {
   if (!asked.is_absolute() || !(under(t.cuda_root) || under(real_root))) return false;
   const fs::path resolved = fs::canonical(asked, ec);
   if (ec) return false;
-  for (const char* lib : {"lib", "lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) {
+  for (std::string_view lib : k_toolkit_library_folders) {
     for (const fs::path& candidate : {real_root / lib, real_root / lib / "stubs"}) {
       std::error_code missing;
       if (fs::path library = fs::canonical(candidate, missing); !missing && library == resolved) return true;

@@ -16,6 +16,7 @@
 #include "endpoint.hpp"
 #include "kcache/process.hpp"
 #include "kcache/sha256.hpp"
+#include "kcache/step.hpp"
 #include "launcher/clang_plan.hpp"
 #include "launcher/direct_key.hpp"
 #include "launcher/launch.hpp"
@@ -129,7 +130,7 @@ class NvlinkLaunch : public Launch {
     // nvlink's identity names the toolkit's libcudadevrt.a, as the daemon's does.
     const fs::path root = fs::path(m_compiler).parent_path().parent_path();
     std::vector<std::string> folders;
-    for (const char* lib : {"lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"}) folders.push_back((root / lib).string());
+    for (std::string_view lib : k_toolkit_library_folders) folders.push_back((root / lib).string());
     m_cudadevrt = find_archive(folders, "cudadevrt", [](const std::string& p) {
       std::error_code ec;
       return fs::is_regular_file(p, ec);

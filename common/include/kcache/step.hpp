@@ -43,6 +43,11 @@ inline constexpr std::string_view k_step_manifest = "manifest";
 // The device-link library nvlink links for `-lcudadevrt` (the daemon's own toolkit's, by its
 // digest in nvlink's identity), in the toolkit's library folder.
 inline constexpr std::string_view k_step_cudadevrt = "libcudadevrt.a";
+// A CUDA toolkit's library folders, relative to its root, in the order libcudadevrt.a is looked
+// for: the launcher (clang's nvlink identity) and the daemon (its nvlink and the -L folders it
+// takes) read the same list.
+inline constexpr std::string_view k_toolkit_library_folders[] = {"lib64", "targets/x86_64-linux/lib",
+                                                                 "targets/sbsa-linux/lib", "lib"};
 // The cache a step's entry lives in: device for cicc, clang and ptxas, host for the host compile
 // and nvcc's whole compile (objects, behind the host wall).
 Side step_side(StepTool tool);
